@@ -1,0 +1,3 @@
+from lab._cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,451 @@
+"""The results model: what a run observed and how it was judged. No I/O lives here.
+
+Collectors, the receiver and the verifier *produce* these records; ``lab.contract`` *judges*
+them; presenters (``lab.reports``) *draw* them. ``RunResult.to_dict()`` is exactly what goes
+into ``results.json`` (``lab/schemas/results.schema.json``).
+
+    run = RunResult(run_id="20261129T160000Z-ab12cd", started_at=..., ...)
+    run.scenarios.append(ScenarioResult(name="baseline", repetition=1, ...))
+    json.dumps(run.to_dict(), sort_keys=True)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+SCHEMA_VERSION = 1
+
+Outcome = Literal["pass", "fail", "not-observed"]
+OUTCOMES: tuple[str, ...] = ("pass", "fail", "not-observed")
+CLAUSES: tuple[str, ...] = ("C1", "C2", "C3", "C4", "C5", "C6")
+
+CLAUSE_TITLES: dict[str, str] = {
+    "C1": "content: the saved backup matches the source",
+    "C2": "no redundant upload: an unchanged second invocation sends no upload payload",
+    "C3": "destination: the client contacts only the configured receiver",
+    "C4": "recovery: after an injected interruption, committed within 3 upload attempts",
+    "C5": "integrity: a payload that does not match its digest is rejected before commit",
+    "C6": "truthful claim: exit status and completion event agree with the verified outcome",
+}
+
+#: Observers whose findings can be expected in a scenario file. ``client`` is the client's
+#: own claim (exit status, events); everything else is independent of the client.
+OBSERVERS: tuple[str, ...] = (
+    "client",
+    "receiver",
+    "decoy",
+    "verifier",
+    "strace",
+    "bpftrace",
+    "perf",
+    "packets",
+)
+PROCESS_COLLECTORS: tuple[str, ...] = ("strace", "bpftrace", "perf")
+
+
+@dataclass
+class ObserverStatus:
+    """Whether an observer could run on this machine, and why not."""
+
+    available: bool
+    reason: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"available": self.available, "reason": self.reason, "detail": self.detail}
+
+
+@dataclass
+class Verdict:
+    expected: Outcome | None
+    observed: Outcome
+    evidence: list[str]
+    #: one sentence: why this outcome, from which records
+    reason: str
+
+    @property
+    def agrees(self) -> bool | None:
+        """True/False when both sides are known; None when not observed or not expected."""
+        if self.expected is None or self.observed == "not-observed":
+            return None
+        return self.expected == self.observed
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "expected": self.expected,
+            "observed": self.observed,
+            "evidence": list(self.evidence),
+            "reason": self.reason,
+        }
+
+
+@dataclass
+class VerifierCheck:
+    """The independent verifier's comparison of the saved backup with the source."""
+
+    backup_exists: bool
+    matches_source: bool
+    backup_sha256: str | None
+    source_sha256: str
+    backup_size: int | None
+    checked_at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "backup_exists": self.backup_exists,
+            "matches_source": self.matches_source,
+            "backup_sha256": self.backup_sha256,
+            "source_sha256": self.source_sha256,
+            "backup_size": self.backup_size,
+            "checked_at": self.checked_at,
+        }
+
+
+@dataclass
+class ReceiverSummary:
+    """What the receiver's own records say about one invocation."""
+
+    connections: int
+    payload_bytes_consumed: int
+    upload_attempts: int
+    committed: bool
+    rejected_uploads: int
+    dropped_transfers: int
+    have_queries: int
+    #: what the receiver answered to HAVE for the source digest, in order ("YES"/"NO")
+    have_answers: list[str]
+    #: whether the receiver already held the source's digest when the invocation began
+    held_source_at_start: bool
+    #: PUT decisions in order: "committed", "digest-mismatch", "dropped-by-fault", ...
+    decisions: list[str]
+    protocol_errors: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "connections": self.connections,
+            "payload_bytes_consumed": self.payload_bytes_consumed,
+            "upload_attempts": self.upload_attempts,
+            "committed": self.committed,
+            "rejected_uploads": self.rejected_uploads,
+            "dropped_transfers": self.dropped_transfers,
+            "have_queries": self.have_queries,
+            "have_answers": list(self.have_answers),
+            "held_source_at_start": self.held_source_at_start,
+            "decisions": list(self.decisions),
+            "protocol_errors": self.protocol_errors,
+        }
+
+
+@dataclass
+class DecoySummary:
+    connections: int
+    peers: list[str]
+    bytes_received: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "connections": self.connections,
+            "peers": list(self.peers),
+            "bytes_received": self.bytes_received,
+        }
+
+
+@dataclass
+class ClientClaim:
+    """What the client said: exit status, completion event, every JSON event line."""
+
+    exit_status: int | None
+    claimed_success: bool
+    completion: dict[str, Any] | None
+    events: list[dict[str, Any]]
+    #: stdout lines that were not JSON objects (kept, never silently dropped)
+    unparsed_lines: int
+    timed_out: bool
+    killed_by_signal: int | None
+    wall_s: float
+    cpu_s: float | None
+
+    @property
+    def contract_violations(self) -> list[str]:
+        """Ways the output breaks client contract v1 (docs/client-contract.md)."""
+        problems: list[str] = []
+        if self.completion is None:
+            problems.append("no final completion event")
+        else:
+            status = self.completion.get("status")
+            if status not in ("ok", "failed"):
+                problems.append(f"completion status {status!r} is neither 'ok' nor 'failed'")
+            elif status == "failed" and not isinstance(self.completion.get("reason"), str):
+                problems.append("failed completion event without a reason")
+            if self.exit_status is not None and (status == "ok") != (self.exit_status == 0):
+                problems.append("exit status and completion event disagree")
+        if self.unparsed_lines:
+            problems.append(f"{self.unparsed_lines} stdout line(s) are not JSON objects")
+        return problems
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "exit_status": self.exit_status,
+            "claimed_success": self.claimed_success,
+            "completion": self.completion,
+            "event_count": len(self.events),
+            "unparsed_lines": self.unparsed_lines,
+            "timed_out": self.timed_out,
+            "killed_by_signal": self.killed_by_signal,
+            "wall_s": round(self.wall_s, 6),
+            "cpu_s": None if self.cpu_s is None else round(self.cpu_s, 6),
+            "contract_violations": self.contract_violations,
+        }
+
+
+@dataclass
+class Invocation:
+    """One run of the client inside one pass, with everything observed about it."""
+
+    index: int
+    claim: ClientClaim
+    verifier: VerifierCheck
+    receiver: ReceiverSummary
+    decoy: DecoySummary
+    #: observer name -> parsed summary (only observers that ran for this invocation)
+    observed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: observer name -> why it did not produce a summary for this invocation
+    missing: dict[str, str] = field(default_factory=dict)
+    #: observer name -> run-relative paths of raw artifacts kept verbatim
+    artifacts: dict[str, list[str]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "exit_status": self.claim.exit_status,
+            "claimed_success": self.claim.claimed_success,
+            "client": self.claim.to_dict(),
+            "verifier": self.verifier.to_dict(),
+            "receiver": self.receiver.to_dict(),
+            "decoy": self.decoy.to_dict(),
+            "observed": {k: self.observed[k] for k in sorted(self.observed)},
+            "missing": {k: self.missing[k] for k in sorted(self.missing)},
+            "artifacts": {k: sorted(v) for k, v in sorted(self.artifacts.items())},
+        }
+
+
+@dataclass
+class Pass:
+    """One complete execution of a scenario (fresh state, every invocation) under one
+    process collector (``none`` = untraced). Tracers change execution, so they never share
+    a pass; packet capture, being passive, runs alongside any pass."""
+
+    collector: str
+    invocations: list[Invocation]
+    #: receiver address and decoy address for this pass ("127.0.0.1:PORT")
+    receiver_address: str
+    decoy_address: str
+    #: verifier check of the pre-loaded older backup, if the scenario had one
+    preload_sha256: str | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "collector": self.collector,
+            "receiver_address": self.receiver_address,
+            "decoy_address": self.decoy_address,
+            "preload_sha256": self.preload_sha256,
+            "error": self.error,
+            "invocations": [i.to_dict() for i in self.invocations],
+        }
+
+
+@dataclass
+class Finding:
+    """One calibration expectation and what was observed for it."""
+
+    observer: str
+    invocation: int | None
+    key: str
+    expected: Any
+    observed: Any
+    #: True met, False not met, None not observed (the reason says why)
+    met: bool | None
+    reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "observer": self.observer,
+            "invocation": self.invocation,
+            "key": self.key,
+            "expected": self.expected,
+            "observed": self.observed,
+            "met": self.met,
+            "reason": self.reason,
+        }
+
+
+@dataclass
+class Calibration:
+    met: int = 0
+    total: int = 0
+    not_met: int = 0
+    not_observed: int = 0
+
+    @classmethod
+    def of(cls, findings: list[Finding], verdicts: list[Verdict]) -> Calibration:
+        cal = cls()
+        for agrees in [f.met for f in findings] + [v.agrees for v in verdicts]:
+            cal.total += 1
+            if agrees is True:
+                cal.met += 1
+            elif agrees is False:
+                cal.not_met += 1
+            else:
+                cal.not_observed += 1
+        return cal
+
+    def __add__(self, other: Calibration) -> Calibration:
+        return Calibration(
+            self.met + other.met,
+            self.total + other.total,
+            self.not_met + other.not_met,
+            self.not_observed + other.not_observed,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "met": self.met,
+            "total": self.total,
+            "not_met": self.not_met,
+            "not_observed": self.not_observed,
+        }
+
+
+@dataclass
+class ScenarioResult:
+    name: str
+    repetition: int
+    description: str
+    scenario_file: str
+    passes: list[Pass]
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+    error: str | None = None
+    #: wall time of the whole scenario (all passes) as the lab saw it
+    wall_s: float = 0.0
+
+    @property
+    def primary(self) -> Pass | None:
+        """The pass whose receiver, verifier and client records head the report: the
+        untraced pass when there was one, else the first."""
+        for p in self.passes:
+            if p.collector == "none":
+                return p
+        return self.passes[0] if self.passes else None
+
+    @property
+    def calibration(self) -> Calibration:
+        return Calibration.of(self.findings, list(self.verdicts.values()))
+
+    def merged_invocations(self) -> list[dict[str, Any]]:
+        """The brief's per-invocation view: the primary pass's records, with ``observed``
+        merged from every pass (each observer's summary comes from the pass it ran in)."""
+        primary = self.primary
+        if primary is None:
+            return []
+        rows: list[dict[str, Any]] = []
+        for inv in primary.invocations:
+            row = inv.to_dict()
+            observed: dict[str, Any] = {}
+            missing: dict[str, str] = {}
+            artifacts: dict[str, list[str]] = {}
+            for p in self.passes:
+                for other in p.invocations:
+                    if other.index != inv.index:
+                        continue
+                    for name, summary in other.observed.items():
+                        observed.setdefault(name, summary)
+                    for name, why in other.missing.items():
+                        missing.setdefault(name, why)
+                    for name, paths in other.artifacts.items():
+                        artifacts.setdefault(name, []).extend(paths)
+            for name in observed:
+                missing.pop(name, None)
+            row["observed"] = {k: observed[k] for k in sorted(observed)}
+            row["missing"] = {k: missing[k] for k in sorted(missing)}
+            row["artifacts"] = {k: sorted(set(v)) for k, v in sorted(artifacts.items())}
+            rows.append(row)
+        return rows
+
+    def backup(self) -> dict[str, Any]:
+        primary = self.primary
+        if primary is None or not primary.invocations:
+            return {"exists": False, "sha256": None, "matches_source": False}
+        last = primary.invocations[-1].verifier
+        return {
+            "exists": last.backup_exists,
+            "sha256": last.backup_sha256,
+            "matches_source": last.matches_source,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "repetition": self.repetition,
+            "description": self.description,
+            "scenario_file": self.scenario_file,
+            "error": self.error,
+            "wall_s": round(self.wall_s, 6),
+            "verdicts": {c: self.verdicts[c].to_dict() for c in CLAUSES if c in self.verdicts},
+            "backup": self.backup(),
+            "invocations": self.merged_invocations(),
+            "findings": [f.to_dict() for f in self.findings],
+            "calibration": self.calibration.to_dict(),
+            "passes": [p.to_dict() for p in self.passes],
+        }
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    started_at: str
+    finished_at: str
+    options: dict[str, Any]
+    observers: dict[str, ObserverStatus]
+    environment: dict[str, Any]
+    scenarios: list[ScenarioResult] = field(default_factory=list)
+    #: clause-level and timing aggregates over repetitions (``lab.aggregate``)
+    aggregate: list[dict[str, Any]] = field(default_factory=list)
+    #: set by candidate evaluation (``lab.evaluate``)
+    evaluation: dict[str, Any] | None = None
+    #: signing identity, filled when the archive is written
+    signing: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def calibration(self) -> Calibration:
+        total = Calibration()
+        for s in self.scenarios:
+            total = total + s.calibration
+        return total
+
+    @property
+    def executed(self) -> bool:
+        return all(s.error is None for s in self.scenarios)
+
+    @property
+    def calibrated(self) -> bool:
+        """Every scenario executed and no observation disagrees with its expectation."""
+        return self.executed and self.calibration.not_met == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "run_id": self.run_id,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "options": self.options,
+            "environment": self.environment,
+            "calibration": self.calibration.to_dict(),
+            "observers": {k: v.to_dict() for k, v in sorted(self.observers.items())},
+            "scenarios": [s.to_dict() for s in self.scenarios],
+            "aggregate": self.aggregate,
+            "evaluation": self.evaluation,
+            "signing": self.signing,
+        }

@@ -1,0 +1,45 @@
+"""Shared test fixtures.
+
+Tests that need a capability (a tool, root, a kernel feature) use ``require(...)``. On a
+machine that truly lacks it they skip and say which capability is missing; when
+``LAB_REQUIRE_COLLECTORS`` names it (CI sets ``strace,bpftrace,perf,packets``) or
+``LAB_REQUIRE_CAPABILITIES`` does (e.g. ``docker,signify,minisign,pdftoppm``), the skip
+becomes a failure, so a green CI means the capability really ran.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ASSETS = Path(__file__).resolve().parent / "assets"
+
+
+def _required() -> set[str]:
+    names: set[str] = set()
+    for var in ("LAB_REQUIRE_COLLECTORS", "LAB_REQUIRE_CAPABILITIES"):
+        names |= {n.strip() for n in os.environ.get(var, "").split(",") if n.strip()}
+    return names
+
+
+def require(capability: str, available: bool, reason: str | None) -> None:
+    """Skip (or, when CI requires ``capability``, fail) unless ``available``."""
+    if available:
+        return
+    message = f"{capability} unavailable on this machine: {reason}"
+    if capability in _required():
+        pytest.fail(f"{message} (required by LAB_REQUIRE_*)", pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture
+def assets() -> Path:
+    return ASSETS
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return ROOT
