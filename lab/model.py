@@ -244,6 +244,10 @@ class Pass:
     #: verifier check of the pre-loaded older backup, if the scenario had one
     preload_sha256: str | None = None
     error: str | None = None
+    #: the source fixture: regenerate with lab.fixture.source_bytes(seed, size)
+    source_seed: str | None = None
+    source_sha256: str | None = None
+    source_size: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -252,6 +256,11 @@ class Pass:
             "decoy_address": self.decoy_address,
             "preload_sha256": self.preload_sha256,
             "error": self.error,
+            "source": {
+                "seed": self.source_seed,
+                "sha256": self.source_sha256,
+                "size": self.source_size,
+            },
             "invocations": [i.to_dict() for i in self.invocations],
         }
 

@@ -16,11 +16,13 @@ Paths under the run directory are written relative to it (``$RUN/...``) so that
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -81,6 +83,8 @@ class Completed:
     cpu_s: float | None = None
     max_rss_kib: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: stdout bytes when run with ``capture=True`` (not written to commands.jsonl)
+    output: bytes | None = field(default=None, repr=False)
 
     def stderr_excerpt(self) -> str:
         if not self.stderr_path or not os.path.exists(self.stderr_path):
@@ -111,6 +115,7 @@ class CommandLog:
 
     def record(self, done: Completed) -> None:
         row = asdict(done)
+        row.pop("output", None)
         row["argv"] = [self.mask(a) for a in done.argv]
         for key in ("stdout_path", "stderr_path"):
             if row[key]:
@@ -161,10 +166,8 @@ def live_processes() -> dict[int, str]:
 
 
 def kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def stop_all(grace_s: float = 2.0) -> list[str]:
@@ -203,7 +206,9 @@ def _spawn(
         require_tool(tool)
     out = _open_out(stdout)
     err = _open_out(stderr)
-    inp: IO[bytes] | int = open(stdin, "rb") if stdin is not None else subprocess.DEVNULL
+    inp: IO[bytes] | int = subprocess.DEVNULL
+    if stdin is not None:
+        inp = open(stdin, "rb")  # noqa: SIM115 - closed in the finally below
     try:
         proc = subprocess.Popen(
             list(argv),
@@ -310,20 +315,41 @@ def run(
     cwd: Path | None = None,
     timeout: float | None = 600.0,
     accept: Sequence[int] | None = (0,),
+    capture: bool = False,
 ) -> Completed:
     """Run ``argv`` to completion and record it.
+
+    ``capture=True`` keeps stdout in ``Completed.output`` (through a temporary file when no
+    ``stdout`` path is given, so a large output cannot block the child).
 
     ``accept=None`` accepts any exit status (the caller judges it, e.g. the client).
     Otherwise an exit status outside ``accept``, a signal or a time-out raises
     :class:`CommandFailed` naming the command and quoting the end of its stderr.
     """
+    scratch: Path | None = None
+    if capture and stdout is None:
+        fd, name = tempfile.mkstemp(prefix="lab-capture-")
+        os.close(fd)
+        scratch = stdout = Path(name)
     started = time.time()
     t0 = time.monotonic()
     proc = _spawn(
-        argv, purpose=purpose, tool=tool, stdout=stdout, stderr=stderr, stdin=stdin, env=env, cwd=cwd
+        argv,
+        purpose=purpose,
+        tool=tool,
+        stdout=stdout,
+        stderr=stderr,
+        stdin=stdin,
+        env=env,
+        cwd=cwd,
     )
     status, usage, timed_out = _reap(proc, timeout)
     done = _completed(argv, purpose, status, usage, started, t0, stdout, stderr, timed_out)
+    if capture and stdout is not None:
+        done.output = stdout.read_bytes()
+    if scratch is not None:
+        scratch.unlink(missing_ok=True)
+        done.stdout_path = None
     if log is not None:
         log.record(done)
     if accept is not None and (timed_out or done.exit_status not in accept):

@@ -1,0 +1,219 @@
+"""``python -m lab``: parsing and dispatching only. ``LabError`` is caught here, once, and
+turned into one sentence and an exit code.
+
+Exit status of ``lab run``: 0 when every scenario executed and every observed verdict and
+finding equals its expectation (the instrument is calibrated); 1 when any observation
+disagrees; 2 for usage or configuration errors. It is *not* "every backup was correct".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from lab import __version__
+from lab.errors import LabError
+from lab.orchestrate import COLLECTOR_CHOICES, PACKET_CHOICES, RunRequest, execute
+
+
+def _size(text: str) -> int:
+    units = {"k": 1024, "m": 1024**2, "g": 1024**3}
+    t = text.strip().lower().removesuffix("ib").removesuffix("b")
+    mult = units.get(t[-1:], 1)
+    if t[-1:] in units:
+        t = t[:-1]
+    try:
+        value = int(t) * mult
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size (e.g. 524288, 512K, 8M)") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("size must be at least 1 byte")
+    return value
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m lab",
+        description="Execution Evidence Lab: observe a backup client from outside its own "
+        "logging and judge it against an explicit contract.",
+    )
+    parser.add_argument("--version", action="version", version=f"lab {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run scenarios and write a signed evidence archive")
+    run.add_argument("scenarios", nargs="*", metavar="SCENARIO")
+    run.add_argument("--all", action="store_true", help="run every scenario in scenarios/")
+    run.add_argument("--collector", choices=COLLECTOR_CHOICES, default="none")
+    run.add_argument("--packets", choices=PACKET_CHOICES, default="off")
+    run.add_argument("--repetitions", type=_positive, default=1)
+    run.add_argument("--size", type=_size, default=524_288, help="source size (default 512K)")
+    run.add_argument("--out", type=Path, default=Path("artifacts"))
+    run.add_argument("--client", type=Path, default=None, help="client binary (default native/)")
+    run.add_argument("--timeout", type=float, default=120.0, help="per-invocation limit, s")
+    run.add_argument("--no-archive", action="store_true", help="skip signing and packing")
+
+    doctor = sub.add_parser("doctor", help="which observers work on this machine, and why not")
+    doctor.add_argument("--json", action="store_true")
+    doctor.add_argument("--no-mount", action="store_true", help="do not mount tracefs/debugfs")
+
+    verify = sub.add_parser("verify", help="verify an evidence archive")
+    verify.add_argument("archive", type=Path)
+    verify.add_argument("--pubkey", type=Path, default=None)
+    verify.add_argument("--selftest", action="store_true", help="show tampering being caught")
+
+    keys = sub.add_parser("keys", help="signing keys")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    gen = keys_sub.add_parser("generate", help="generate an Ed25519 signing key pair")
+    gen.add_argument("--out", type=Path, required=True)
+    gen.add_argument("--force", action="store_true", help="overwrite existing key files")
+
+    ev = sub.add_parser("evaluate", help="judge a candidate client against the contract")
+    what = ev.add_mutually_exclusive_group(required=True)
+    what.add_argument("--patch", type=Path)
+    what.add_argument("--source-dir", type=Path)
+    what.add_argument("--binary", type=Path)
+    ev.add_argument("--repetitions", type=_positive, default=3)
+    ev.add_argument("--timing-runs", type=_positive, default=20)
+    ev.add_argument("--collector", choices=COLLECTOR_CHOICES, default="all")
+    ev.add_argument("--packets", choices=PACKET_CHOICES, default="best-effort")
+    ev.add_argument("--size", type=_size, default=524_288)
+    ev.add_argument("--local", action="store_true", help="build on the host, not in the image")
+    ev.add_argument("--out", type=Path, default=Path("artifacts"))
+    ev.add_argument("--timeout", type=float, default=60.0, help="per-invocation limit, s")
+    ev.add_argument("--skip-calibration", action="store_true", help=argparse.SUPPRESS)
+    return parser
+
+
+def cmd_run(args: argparse.Namespace, console: Console) -> int:
+    from lab.reports.console import print_summary
+
+    request = RunRequest(
+        names=list(args.scenarios),
+        everything=args.all,
+        collector=args.collector,
+        packets=args.packets,
+        repetitions=args.repetitions,
+        size=args.size,
+        out=args.out,
+        client=args.client,
+        timeout_s=args.timeout,
+        archive=not args.no_archive,
+    )
+    outcome = execute(request, say=lambda msg: console.print(msg, highlight=False))
+    print_summary(outcome.result, console)
+    console.print(f"Run directory: {outcome.run_dir}")
+    if outcome.archive is not None:
+        print_archive(outcome.archive, console)
+    return 0 if outcome.result.calibrated else 1
+
+
+def print_archive(info: object, console: Console) -> None:
+    from lab.archive import ArchiveInfo
+
+    assert isinstance(info, ArchiveInfo)
+    rel = _rel(info.path)
+    console.print(f"Archive: {rel}")
+    console.print(f"SHA-256: {info.sha256}")
+    if info.ephemeral:
+        console.print(
+            "[yellow]Signed with an ephemeral key: integrity only, authenticity is not "
+            "established. Set LAB_SIGNING_KEY to sign with your key.[/]"
+        )
+    run_dir = _rel(info.run_dir)
+    console.print("Verify it with the lab:", highlight=False)
+    console.print(f"  python -m lab verify {rel} --pubkey lab.pub", highlight=False, soft_wrap=True)
+    console.print("Or with standard tools, in the unpacked run directory:", highlight=False)
+    console.print(f"  cd {run_dir} && sha256sum -c SHA256SUMS", highlight=False, soft_wrap=True)
+    console.print(
+        "  signify-openbsd -V -p lab.pub -m SHA256SUMS    # or: minisign -V -p lab.pub -m SHA256SUMS",
+        highlight=False,
+        soft_wrap=True,
+    )
+    console.print(
+        f"  sha256sum -c {_rel(info.checksum_file)}   (from {_rel(info.path.parent)})",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def _rel(path: Path) -> str:
+    try:
+        return os.path.relpath(path, Path.cwd())
+    except ValueError:
+        return str(path)
+
+
+def cmd_doctor(args: argparse.Namespace, console: Console) -> int:
+    from lab import doctor
+
+    found = doctor.check(mount=not args.no_mount)
+    if args.json:
+        print(json.dumps(doctor.to_json(found), indent=2, sort_keys=True))
+    else:
+        console.print(doctor.render_table(found), highlight=False)
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace, console: Console) -> int:
+    from lab import verify
+
+    if args.selftest:
+        return verify.selftest_main(args.archive, args.pubkey, console)
+    return verify.verify_main(args.archive, args.pubkey, console)
+
+
+def cmd_keys(args: argparse.Namespace, console: Console) -> int:
+    from lab.keys import generate_keypair
+
+    paths = generate_keypair(args.out, force=args.force)
+    console.print(f"Private key: {paths.secret} (mode 0600; keep it out of run directories)")
+    console.print(f"Public key:  {paths.public} (signify format) and {paths.public_pem} (PEM)")
+    console.print(f"Sign runs with it: export LAB_SIGNING_KEY={paths.secret}")
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace, console: Console) -> int:
+    from lab import evaluate
+
+    return evaluate.main(args, console)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    console = Console(stderr=False, highlight=False)
+    err = Console(stderr=True, highlight=False)
+    handlers = {
+        "run": cmd_run,
+        "doctor": cmd_doctor,
+        "verify": cmd_verify,
+        "keys": cmd_keys,
+        "evaluate": cmd_evaluate,
+    }
+    try:
+        return handlers[args.command](args, console)
+    except LabError as exc:
+        err.print(f"[bold red]error:[/] {exc.diagnostics()}", highlight=False, soft_wrap=True)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        err.print("[bold red]interrupted[/]: every process the lab started was stopped.")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

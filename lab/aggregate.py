@@ -1,0 +1,93 @@
+"""Repetition aggregates: k/N per clause, calibration per repetition, median and spread of
+the client's time. One run demonstrates capability; reliability needs repetitions.
+
+    rows = aggregate(run.scenarios)   # one dict per scenario, in run order
+    wording(rows[0])                  # "reliability 5/5" or "capability demonstrated"
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from lab.model import CLAUSES, OUTCOMES, ScenarioResult
+
+#: fewest repetitions for which the lab will word a result as reliability
+RELIABILITY_MIN_N = 3
+
+
+def _spread(values: list[float]) -> dict[str, float] | None:
+    if not values:
+        return None
+    return {
+        "median": round(statistics.median(values), 6),
+        "min": round(min(values), 6),
+        "max": round(max(values), 6),
+    }
+
+
+def _client_times(s: ScenarioResult) -> tuple[float | None, float | None]:
+    """Untraced client wall and CPU time of one repetition, summed over its invocations."""
+    primary = s.primary
+    if primary is None or primary.collector != "none" or not primary.invocations:
+        return None, None
+    wall = sum(i.claim.wall_s for i in primary.invocations)
+    cpus = [i.claim.cpu_s for i in primary.invocations]
+    cpu = None if any(c is None for c in cpus) else sum(c for c in cpus if c is not None)
+    return wall, cpu
+
+
+def aggregate(scenarios: list[ScenarioResult]) -> list[dict[str, Any]]:
+    by_name: dict[str, list[ScenarioResult]] = {}
+    for s in scenarios:
+        by_name.setdefault(s.name, []).append(s)
+    rows: list[dict[str, Any]] = []
+    for name, reps in by_name.items():
+        clauses: dict[str, dict[str, Any]] = {}
+        for clause in CLAUSES:
+            counts = {o: 0 for o in OUTCOMES}
+            agreed = 0
+            expected = None
+            for s in reps:
+                v = s.verdicts.get(clause)
+                if v is None:
+                    continue
+                counts[v.observed] += 1
+                expected = v.expected
+                agreed += 1 if v.agrees is True else 0
+            clauses[clause] = {**counts, "expected": expected, "as_expected": agreed}
+        met = sum(
+            1
+            for s in reps
+            if s.error is None and s.calibration.not_met == 0 and s.calibration.not_observed == 0
+        )
+        matched = sum(1 for s in reps if s.error is None and s.calibration.not_met == 0)
+        walls = [w for w, _ in map(_client_times, reps) if w is not None]
+        cpus = [c for _, c in map(_client_times, reps) if c is not None]
+        row = {
+            "scenario": name,
+            "repetitions": len(reps),
+            "clauses": clauses,
+            "calibration": {
+                "met_repetitions": met,
+                "no_disagreement_repetitions": matched,
+                "total": len(reps),
+            },
+            "wall_s": _spread(walls),
+            "cpu_s": _spread(cpus),
+            "failed_repetitions": [s.repetition for s in reps if s.calibration.not_met or s.error],
+        }
+        row["wording"] = wording(row)
+        rows.append(row)
+    return rows
+
+
+def wording(row: dict[str, Any]) -> str:
+    """Capability for one repetition, reliability k/N only from RELIABILITY_MIN_N on."""
+    n = int(row["repetitions"])
+    k = int(row["calibration"]["no_disagreement_repetitions"])
+    if n == 1:
+        return "capability demonstrated" if k == 1 else "capability not demonstrated"
+    if n < RELIABILITY_MIN_N:
+        return f"{k}/{n} repetitions as expected (too few for a reliability claim)"
+    return f"reliability {k}/{n}"

@@ -1,0 +1,285 @@
+"""The evidence archive: checksums, signatures, provenance and a deterministic tarball.
+
+``write_archive`` adds four files to a finished run directory and packs it::
+
+    artifacts/<run-id>/lab.pub                   public key (signify format)
+    artifacts/<run-id>/provenance.intoto.jsonl   DSSE envelope: every file except these three
+                                                 as subjects (it, SHA256SUMS, SHA256SUMS.sig)
+    artifacts/<run-id>/SHA256SUMS                `sha256sum --tag` lines: every file except
+                                                 itself and SHA256SUMS.sig (so lab.pub and
+                                                 the provenance are covered)
+    artifacts/<run-id>/SHA256SUMS.sig            signify/minisign signature of SHA256SUMS
+    artifacts/<run-id>.tar.gz                    members under <run-id>/, byte-for-byte
+                                                 reproducible from the same files
+    artifacts/<run-id>.tar.gz.sha256             `sha256sum` line for publishing
+    artifacts/<run-id>.tar.gz.sha256.sig         its signature (same format)
+
+    signer = Signer.from_env()
+    info = write_archive(run_dir, signer=signer, provenance_inputs=inputs, epoch=started)
+    info.path, info.sha256
+
+The tarball holds regular files and the directories above them only (an empty directory
+carries no evidence and ``SHA256SUMS`` could not vouch for it), sorted, with mtime
+``SOURCE_DATE_EPOCH`` (or the run's start), uid/gid 0, no owner names, modes 0644/0755,
+PAX format, and a gzip header with mtime 0 and no file name.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import re
+import stat
+import tarfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from lab.errors import ArchiveError
+from lab.keys import looks_like_private_key
+from lab.provenance import ProvenanceInputs, build_statement, envelope_line, sign_envelope
+from lab.signing import Signer
+
+CHECKSUMS = "SHA256SUMS"
+CHECKSUMS_SIG = "SHA256SUMS.sig"
+PUBKEY = "lab.pub"
+PROVENANCE = "provenance.intoto.jsonl"
+#: files write_archive generates; a run's own files may not use these names
+GENERATED = (CHECKSUMS, CHECKSUMS_SIG, PUBKEY, PROVENANCE)
+#: listed in SHA256SUMS but not provenance subjects (the provenance cannot name itself, and
+#: SHA256SUMS is written after it)
+NOT_SUBJECTS = frozenset({PROVENANCE, CHECKSUMS, CHECKSUMS_SIG})
+
+#: private keys are small; files larger than this are not scanned for key material
+KEY_SCAN_LIMIT = 64 * 1024
+_CHUNK = 1 << 20
+_CHECKSUM_LINE = re.compile(r"SHA256 \((?P<path>.+)\) = (?P<digest>[0-9a-f]{64})")
+_UNSAFE_CHARS = re.compile(r"[\x00-\x1f\x7f\\]")
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` is not a safe relative member path, or ``None`` when it is."""
+    if not name:
+        return "is empty"
+    if name.startswith("/"):
+        return "is an absolute path"
+    if _UNSAFE_CHARS.search(name):
+        return "contains a control character or a backslash"
+    parts = name.split("/")
+    if ".." in parts:
+        return "contains a '..' component"
+    if any(part in ("", ".") for part in parts):
+        return "contains an empty or '.' component"
+    return None
+
+
+def archive_epoch(default: int, env: Mapping[str, str] | None = None) -> int:
+    """``SOURCE_DATE_EPOCH`` when set (reproducible-builds.org), else ``default``."""
+    value = (os.environ if env is None else env).get("SOURCE_DATE_EPOCH", "").strip()
+    if not value:
+        return int(default)
+    if not value.isdigit():
+        raise ArchiveError(
+            f"SOURCE_DATE_EPOCH={value!r} is not a non-negative integer; unset it or set it "
+            "to seconds since 1970-01-01."
+        )
+    return int(value)
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def collect_files(run_dir: Path) -> list[str]:
+    """Run-relative paths of every regular file, sorted; refuse anything else."""
+    found: list[str] = []
+    for root, dirs, files in os.walk(run_dir):
+        dirs.sort()
+        for name in sorted(dirs) + sorted(files):
+            path = Path(root) / name
+            rel = path.relative_to(run_dir).as_posix()
+            problem = name_problem(rel)
+            if problem is not None:
+                raise ArchiveError(f"{path}: the file name {problem}; rename it.")
+            mode = path.lstat().st_mode
+            if stat.S_ISLNK(mode):
+                raise ArchiveError(
+                    f"{path} is a symbolic link; the archive holds regular files only, so "
+                    "copy the target into the run directory instead."
+                )
+            if name in files:
+                if not stat.S_ISREG(mode):
+                    raise ArchiveError(
+                        f"{path} is not a regular file (a device, socket or FIFO); remove it "
+                        "from the run directory."
+                    )
+                found.append(rel)
+    return sorted(found, key=lambda rel: PurePosixPath(rel).parts)
+
+
+def refuse_private_keys(run_dir: Path, files: Iterable[str]) -> None:
+    for rel in files:
+        path = run_dir / rel
+        if path.stat().st_size > KEY_SCAN_LIMIT:
+            continue
+        if looks_like_private_key(path.read_bytes()):
+            raise ArchiveError(
+                f"{path} holds a private key, and everything in a run directory is "
+                "published; delete it and keep keys outside artifacts/."
+            )
+
+
+def render_checksums(digests: Mapping[str, str]) -> str:
+    """``sha256sum --tag`` lines, sorted by path."""
+    return "".join(f"SHA256 ({name}) = {digests[name]}\n" for name in sorted(digests))
+
+
+def parse_checksums(text: str, *, what: str = CHECKSUMS) -> dict[str, str]:
+    """Parse ``sha256sum --tag`` lines strictly; raise one sentence naming the bad line."""
+    digests: dict[str, str] = {}
+    if text and not text.endswith("\n"):
+        raise ArchiveError(f"{what}: the last line has no line feed; the file was cut short.")
+    for number, line in enumerate(text.split("\n")[:-1], start=1):
+        match = _CHECKSUM_LINE.fullmatch(line)
+        if match is None:
+            raise ArchiveError(
+                f"{what}, line {number}: {line[:80]!r} is not of the form "
+                "'SHA256 (path) = <64 hex digits>'."
+            )
+        name = match["path"]
+        problem = name_problem(name)
+        if problem is not None:
+            raise ArchiveError(f"{what}, line {number}: the path {name!r} {problem}.")
+        if name in digests:
+            raise ArchiveError(f"{what}, line {number}: {name!r} is listed twice.")
+        digests[name] = match["digest"]
+    return digests
+
+
+def _tarinfo(
+    name: str, *, directory: bool, size: int, executable: bool, epoch: int
+) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = tarfile.DIRTYPE if directory else tarfile.REGTYPE
+    info.size = 0 if directory else size
+    info.mode = 0o755 if (directory or executable) else 0o644
+    info.mtime = epoch
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info
+
+
+def build_tarball(run_dir: Path, dest: Path, *, epoch: int, files: list[str] | None = None) -> str:
+    """Pack ``run_dir`` as ``dest`` (members under ``<run_dir.name>/``); return its SHA-256."""
+    top = run_dir.name
+    files = collect_files(run_dir) if files is None else files
+    dirs = {""}
+    for rel in files:
+        dirs.update(str(parent) for parent in PurePosixPath(rel).parents if str(parent) != ".")
+    dirs.discard(".")
+    entries = sorted(
+        [(rel, True) for rel in dirs] + [(rel, False) for rel in files],
+        key=lambda item: PurePosixPath(item[0]).parts,
+    )
+    tmp = dest.with_name(dest.name + ".partial")
+    digest = hashlib.sha256()
+    # filename="" and mtime=0 keep the gzip header free of host facts.
+    with (
+        open(tmp, "wb") as raw,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as gz,
+        tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
+        for rel, is_dir in entries:
+            name = f"{top}/{rel}" if rel else top
+            if is_dir:
+                tar.addfile(_tarinfo(name, directory=True, size=0, executable=False, epoch=epoch))
+                continue
+            path = run_dir / rel
+            st = path.stat()
+            info = _tarinfo(
+                name,
+                directory=False,
+                size=st.st_size,
+                executable=bool(st.st_mode & 0o111),
+                epoch=epoch,
+            )
+            with open(path, "rb") as fh:
+                tar.addfile(info, fh)
+    with open(tmp, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            digest.update(chunk)
+    os.replace(tmp, dest)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class ArchiveInfo:
+    """Where ``write_archive`` put things, and who signed them."""
+
+    run_dir: Path
+    path: Path
+    sha256: str
+    checksum_file: Path
+    checksum_sig: Path
+    files: int
+    key_id: str
+    ephemeral: bool
+
+
+def write_archive(
+    run_dir: Path,
+    *,
+    signer: Signer,
+    provenance_inputs: ProvenanceInputs,
+    epoch: int,
+) -> ArchiveInfo:
+    """Sign a finished run directory and pack it as ``<run-id>.tar.gz`` beside it.
+
+    ``epoch`` is the run's start (seconds); ``SOURCE_DATE_EPOCH`` overrides it.
+    """
+    if not run_dir.is_dir():
+        raise ArchiveError(f"{run_dir} is not a directory; nothing to archive.")
+    mtime = archive_epoch(epoch)
+    for name in GENERATED:
+        (run_dir / name).unlink(missing_ok=True)
+    files = collect_files(run_dir)
+    refuse_private_keys(run_dir, files)
+
+    (run_dir / PUBKEY).write_text(signer.public_key_file(), encoding="ascii")
+    subjects = {rel: sha256_file(run_dir / rel) for rel in files}
+    subjects[PUBKEY] = sha256_file(run_dir / PUBKEY)
+    statement = build_statement(subjects, provenance_inputs, signer=signer)
+    (run_dir / PROVENANCE).write_text(envelope_line(sign_envelope(statement, signer)), "utf-8")
+
+    listed = dict(subjects)
+    listed[PROVENANCE] = sha256_file(run_dir / PROVENANCE)
+    checksums = render_checksums(listed).encode("utf-8")
+    (run_dir / CHECKSUMS).write_bytes(checksums)
+    (run_dir / CHECKSUMS_SIG).write_text(
+        signer.sign_detached(checksums, file_name=CHECKSUMS, public_key_name=PUBKEY), "ascii"
+    )
+
+    tar_path = run_dir.parent / f"{run_dir.name}.tar.gz"
+    sha = build_tarball(run_dir, tar_path, epoch=mtime)
+    checksum_file = tar_path.with_name(tar_path.name + ".sha256")
+    line = f"{sha}  {tar_path.name}\n".encode("ascii")
+    checksum_file.write_bytes(line)
+    checksum_sig = checksum_file.with_name(checksum_file.name + ".sig")
+    checksum_sig.write_text(
+        signer.sign_detached(line, file_name=checksum_file.name, public_key_name=PUBKEY), "ascii"
+    )
+    return ArchiveInfo(
+        run_dir=run_dir,
+        path=tar_path,
+        sha256=sha,
+        checksum_file=checksum_file,
+        checksum_sig=checksum_sig,
+        files=len(files) + len(GENERATED),
+        key_id=signer.key_id,
+        ephemeral=signer.is_ephemeral,
+    )

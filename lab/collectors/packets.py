@@ -1,0 +1,480 @@
+"""The packet collector: tcpdump on loopback, filtered on the fixture ports, around one
+invocation. It is passive, so it runs beside any pass (it never wraps the client).
+
+    status = PacketCapture.probe()
+    if capture_wanted(options.packets, status):      # raises CollectorError if required
+        capture = PacketCapture(ctx)                 # ports: receiver and decoy of ctx
+        capture.start()                              # returns once tcpdump is listening
+        ...                                          # run the client
+        out = capture.stop()                         # CollectorOutput("packets", ...)
+
+Kept verbatim: ``capture.pcap`` and ``tcpdump.stderr.txt`` (tcpdump's own counters); written
+from them: ``capture-summary.txt`` (one line per packet). The pcap is parsed with dpkt.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import struct
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import dpkt
+
+from lab.collectors.base import CollectorOutput, InvocationContext
+from lab.errors import CollectorError, LabError, ToolMissingError
+from lab.model import ObserverStatus
+from lab.procs import Background, Completed, require_tool
+
+PCAP_FILE = "capture.pcap"
+STDERR_FILE = "tcpdump.stderr.txt"
+SUMMARY_FILE = "capture-summary.txt"
+LOOPBACK = "lo"
+LOOPBACK_SYSFS = Path("/sys/class/net/lo")
+#: how long start() waits for tcpdump's "listening on lo" before giving up
+READY_TIMEOUT_S = 10.0
+#: how long stop() waits for the pcap to stop growing before interrupting tcpdump
+DRAIN_TIMEOUT_S = 2.0
+DRAIN_QUIET_S = 0.2
+#: --packets modes the runner accepts
+PACKET_MODES: tuple[str, ...] = ("required", "best-effort", "off")
+
+#: tcpdump's end-of-capture counters, e.g. "18 packets captured" (tcpdump prints the
+#: "dropped by interface" line only when that count is not zero)
+_COUNTERS: dict[str, re.Pattern[str]] = {
+    "captured": re.compile(r"^(\d+) packets? captured$"),
+    "received_by_filter": re.compile(r"^(\d+) packets? received by filter$"),
+    "dropped_by_kernel": re.compile(r"^(\d+) packets? dropped by kernel$"),
+    "dropped_by_interface": re.compile(r"^(\d+) packets? dropped by interface$"),
+}
+
+DLT_NULL = 0
+DLT_EN10MB = 1
+DLT_RAW = 101
+DLT_LOOP = 108
+DLT_LINUX_SLL = 113
+DLT_LINUX_SLL2 = 276
+#: the classic DLT_RAW value on some BSD-derived writers
+DLT_RAW_ALT = 12
+
+
+def capture_filter(ports: Sequence[int]) -> str:
+    """BPF filter: TCP and UDP to or from any fixture port (IPv4 and IPv6)."""
+    return "(tcp or udp) and (" + " or ".join(f"port {p}" for p in ports) + ")"
+
+
+def capture_wanted(mode: str, status: ObserverStatus) -> bool:
+    """The runner's decision for ``--packets MODE``.
+
+    True: capture. False: do not (``off``, or ``best-effort`` and unavailable: the reason
+    is ``status.reason``). Raises :class:`CollectorError` when ``required`` is impossible.
+    """
+    if mode not in PACKET_MODES:
+        raise CollectorError(
+            f"--packets {mode!r} is not a packet mode; use one of {', '.join(PACKET_MODES)}."
+        )
+    if mode == "off":
+        return False
+    if status.available:
+        return True
+    if mode == "required":
+        reason = (status.reason or "unknown reason").rstrip(".")
+        raise CollectorError(f"packet capture is required (--packets required) but {reason}.")
+    return False
+
+
+def parse_counters(stderr_text: str) -> dict[str, int | None]:
+    counters: dict[str, int | None] = {key: None for key in _COUNTERS}
+    for line in stderr_text.splitlines():
+        for key, pattern in _COUNTERS.items():
+            m = pattern.match(line.strip())
+            if m is not None:
+                counters[key] = int(m.group(1))
+    return counters
+
+
+# ---------------------------------------------------------------------------------------
+# pcap parsing (pure: bytes in, records out)
+
+
+@dataclass(frozen=True)
+class Packet:
+    ts: float
+    proto: str  # "tcp" or "udp"
+    src: str
+    sport: int
+    dst: str
+    dport: int
+    #: tcpdump-style flags ("S", "S.", "P.", "F.", "R."); "" for UDP
+    flags: str
+    syn: bool
+    ack: bool
+    seq: int
+    payload: int
+
+    @property
+    def source(self) -> str:
+        return _endpoint(self.src, self.sport)
+
+    @property
+    def destination(self) -> str:
+        return _endpoint(self.dst, self.dport)
+
+
+def _endpoint(ip: str, port: int) -> str:
+    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+
+
+_TCP_FLAGS = (
+    (dpkt.tcp.TH_SYN, "S"),
+    (dpkt.tcp.TH_FIN, "F"),
+    (dpkt.tcp.TH_RST, "R"),
+    (dpkt.tcp.TH_PUSH, "P"),
+    (dpkt.tcp.TH_URG, "U"),
+)
+
+
+def _tcp_flags(flags: int) -> str:
+    text = "".join(ch for bit, ch in _TCP_FLAGS if flags & bit)
+    return text + "." if flags & dpkt.tcp.TH_ACK else text
+
+
+def _network(dlt: int, frame: bytes) -> dpkt.Packet | None:
+    """The IPv4/IPv6 packet inside one link-layer frame, or None (ARP and the like)."""
+    inner: Any
+    if dlt == DLT_EN10MB:
+        # Linux loopback is Ethernet with all-zero MAC addresses.
+        inner = dpkt.ethernet.Ethernet(frame).data
+    elif dlt == DLT_LINUX_SLL:
+        inner = dpkt.sll.SLL(frame).data
+    elif dlt == DLT_LINUX_SLL2:
+        inner = dpkt.sll2.SLL2(frame).data
+    elif dlt in (DLT_NULL, DLT_LOOP):
+        # 4-byte address family: host byte order for NULL, network order for LOOP.
+        fmt = "=I" if dlt == DLT_NULL else ">I"
+        (family,) = struct.unpack(fmt, frame[:4])
+        body = frame[4:]
+        inner = dpkt.ip.IP(body) if family == socket.AF_INET else dpkt.ip6.IP6(body)
+    elif dlt in (DLT_RAW, DLT_RAW_ALT):
+        inner = dpkt.ip.IP(frame) if frame[:1] and frame[0] >> 4 == 4 else dpkt.ip6.IP6(frame)
+    else:
+        raise ValueError(f"unsupported pcap link type {dlt}")
+    return inner if isinstance(inner, dpkt.ip.IP | dpkt.ip6.IP6) else None
+
+
+def _addresses(ip: dpkt.Packet) -> tuple[str, str, int]:
+    """(src, dst, transport-layer length from the IP header, not from the captured bytes)."""
+    if isinstance(ip, dpkt.ip.IP):
+        header = ip.hl * 4
+        return (
+            socket.inet_ntop(socket.AF_INET, ip.src),
+            socket.inet_ntop(socket.AF_INET, ip.dst),
+            ip.len - header,
+        )
+    return (
+        socket.inet_ntop(socket.AF_INET6, ip.src),
+        socket.inet_ntop(socket.AF_INET6, ip.dst),
+        ip.plen,
+    )
+
+
+def read_pcap(data: bytes) -> tuple[int, list[Packet]]:
+    """Parse a pcap file's bytes into (link type, TCP/UDP packets)."""
+    import io
+
+    reader = dpkt.pcap.Reader(io.BytesIO(data))
+    dlt = int(reader.datalink())
+    packets: list[Packet] = []
+    for ts, frame in reader:
+        ip = _network(dlt, bytes(frame))
+        if ip is None:
+            continue
+        src, dst, transport_len = _addresses(ip)
+        segment = ip.data
+        if isinstance(segment, dpkt.tcp.TCP):
+            # Payload length from the headers, so that a snap-length cut cannot shrink it.
+            payload = max(0, transport_len - segment.off * 4)
+            packets.append(
+                Packet(
+                    ts=float(ts),
+                    proto="tcp",
+                    src=src,
+                    sport=segment.sport,
+                    dst=dst,
+                    dport=segment.dport,
+                    flags=_tcp_flags(segment.flags),
+                    syn=bool(segment.flags & dpkt.tcp.TH_SYN),
+                    ack=bool(segment.flags & dpkt.tcp.TH_ACK),
+                    seq=segment.seq,
+                    payload=payload,
+                )
+            )
+        elif isinstance(segment, dpkt.udp.UDP):
+            packets.append(
+                Packet(
+                    ts=float(ts),
+                    proto="udp",
+                    src=src,
+                    sport=segment.sport,
+                    dst=dst,
+                    dport=segment.dport,
+                    flags="",
+                    syn=False,
+                    ack=False,
+                    seq=0,
+                    payload=max(0, segment.ulen - 8),
+                )
+            )
+    return dlt, packets
+
+
+def summary_lines(packets: Sequence[Packet]) -> Iterator[str]:
+    """One readable line per packet for capture-summary.txt."""
+    for p in packets:
+        flags = f" [{p.flags}]" if p.proto == "tcp" else ""
+        yield (f"{p.ts:.6f} {p.proto} {p.source} -> {p.destination}{flags} payload {p.payload}")
+
+
+def summarize_packets(
+    packets: Sequence[Packet], receiver_port: int, decoy_port: int, ports: Sequence[int]
+) -> dict[str, Any]:
+    """Per-port, per-direction counts; destinations are where connections (SYN) and UDP
+    datagrams went. Retransmitted TCP segments are counted once in the payload totals."""
+    flows: dict[tuple[int, str], dict[str, int]] = {}
+    destinations: set[str] = set()
+    connections: dict[int, int] = {}
+    seen: set[tuple[str, int, str, int, int, int]] = set()
+    retransmissions = 0
+    for p in packets:
+        if p.dport in ports:
+            port, direction = p.dport, "to"
+        elif p.sport in ports:
+            port, direction = p.sport, "from"
+        else:
+            continue
+        flow = flows.setdefault((port, direction), {"packets": 0, "payload_bytes": 0})
+        flow["packets"] += 1
+        if p.proto == "tcp" and p.syn and not p.ack:
+            destinations.add(p.destination)
+            connections[p.dport] = connections.get(p.dport, 0) + 1
+        elif p.proto == "udp" and direction == "to":
+            destinations.add(p.destination)
+        if p.payload:
+            key = (p.src, p.sport, p.dst, p.dport, p.seq, p.payload)
+            if p.proto == "tcp" and key in seen:
+                retransmissions += 1
+                continue
+            seen.add(key)
+            flow["payload_bytes"] += p.payload
+
+    def payload(port: int, direction: str) -> int:
+        return flows.get((port, direction), {}).get("payload_bytes", 0)
+
+    roles = {receiver_port: "receiver", decoy_port: "decoy"}
+    return {
+        "packets": len(packets),
+        "payload_bytes_to_receiver": payload(receiver_port, "to"),
+        "payload_bytes_from_receiver": payload(receiver_port, "from"),
+        "payload_bytes_to_decoy": payload(decoy_port, "to"),
+        "payload_bytes_from_decoy": payload(decoy_port, "from"),
+        "connections_to_receiver": connections.get(receiver_port, 0),
+        "connections_to_decoy": connections.get(decoy_port, 0),
+        "retransmitted_segments": retransmissions,
+        "flows": [
+            {
+                "port": port,
+                "role": roles.get(port, "other"),
+                "direction": direction,
+                "packets": counts["packets"],
+                "payload_bytes": counts["payload_bytes"],
+            }
+            for (port, direction), counts in sorted(flows.items())
+        ],
+        "destinations": sorted(destinations),
+        "first_packet_at": packets[0].ts if packets else None,
+        "last_packet_at": packets[-1].ts if packets else None,
+    }
+
+
+# ---------------------------------------------------------------------------------------
+# The capture
+
+
+def _tcpdump_argv(tcpdump: str, ports: Sequence[int]) -> list[str]:
+    return [
+        tcpdump,
+        "-i",
+        LOOPBACK,
+        "-n",
+        # Packets go to stdout (the pcap file) one by one (-U) and are handed over by the
+        # kernel at once (--immediate-mode), so nothing is still buffered in the ring when
+        # we interrupt tcpdump. Writing to stdout also avoids tcpdump's own file creation
+        # after it drops privileges to the 'tcpdump' user.
+        "-U",
+        "--immediate-mode",
+        "-w",
+        "-",
+        capture_filter(ports),
+    ]
+
+
+def _wait_listening(bg: Background, stderr: Path, timeout_s: float) -> str | None:
+    """None once tcpdump says it is listening; else why not (one clause)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        text = stderr.read_text(errors="replace") if stderr.exists() else ""
+        if f"listening on {LOOPBACK}" in text:
+            return None
+        if not bg.alive():
+            done = bg.stop()
+            excerpt = done.stderr_excerpt().splitlines()
+            detail = excerpt[-1] if excerpt else f"exit status {done.exit_status}"
+            return f"tcpdump exited before listening on {LOOPBACK} ({detail})"
+        time.sleep(0.02)
+    bg.stop()
+    return f"tcpdump did not report listening on {LOOPBACK} within {timeout_s:g} s"
+
+
+def _wait_quiet(path: Path, timeout_s: float = DRAIN_TIMEOUT_S) -> None:
+    """Wait until the pcap has stopped growing, so late packets are written before SIGINT."""
+    deadline = time.monotonic() + timeout_s
+    size = -1
+    quiet_since = time.monotonic()
+    while time.monotonic() < deadline:
+        now_size = path.stat().st_size if path.exists() else 0
+        if now_size != size:
+            size, quiet_since = now_size, time.monotonic()
+        elif time.monotonic() - quiet_since >= DRAIN_QUIET_S:
+            return
+        time.sleep(0.05)
+
+
+class PacketCapture:
+    """tcpdump on loopback around one invocation (not a ProcessCollector: it is passive)."""
+
+    name: ClassVar[str] = "packets"
+
+    def __init__(
+        self,
+        ctx: InvocationContext,
+        ports: list[int] | None = None,
+        *,
+        ready_timeout_s: float = READY_TIMEOUT_S,
+    ) -> None:
+        self.ctx = ctx
+        self.ports = ports if ports is not None else [ctx.receiver_port, ctx.decoy_port]
+        self.ready_timeout_s = ready_timeout_s
+        self.pcap = ctx.out_dir / PCAP_FILE
+        self.stderr = ctx.out_dir / STDERR_FILE
+        self._bg: Background | None = None
+
+    @classmethod
+    def probe(cls) -> ObserverStatus:
+        """A real one-second-at-most capture on lo: tool, interface and permission at once."""
+        try:
+            tcpdump = require_tool("tcpdump")
+        except ToolMissingError as exc:
+            return ObserverStatus(False, str(exc))
+        if not LOOPBACK_SYSFS.exists():
+            return ObserverStatus(False, f"the loopback interface {LOOPBACK} is absent")
+        with tempfile.TemporaryDirectory(prefix="lab-packets-probe-") as tmp:
+            stderr = Path(tmp) / STDERR_FILE
+            # Port 9 (discard): nothing of ours uses it; the filter only has to compile.
+            bg = Background(
+                _tcpdump_argv(tcpdump, [9]),
+                purpose="packet capture probe",
+                tool="tcpdump",
+                stdout=Path(tmp) / PCAP_FILE,
+                stderr=stderr,
+            )
+            try:
+                bg.__enter__()
+            except LabError as exc:
+                return ObserverStatus(False, str(exc))
+            failure = _wait_listening(bg, stderr, READY_TIMEOUT_S)
+            bg.stop()
+            if failure is not None:
+                hint = (
+                    "; capturing needs root or CAP_NET_RAW"
+                    if "ermission" in failure or "not permitted" in failure
+                    else ""
+                )
+                return ObserverStatus(False, f"{failure}{hint}")
+        return ObserverStatus(True, None, {"interface": LOOPBACK})
+
+    def start(self) -> None:
+        """Start tcpdump; return once it listens. Raises :class:`CollectorError`."""
+        try:
+            tcpdump = require_tool("tcpdump")
+            self._bg = Background(
+                _tcpdump_argv(tcpdump, self.ports),
+                purpose="packet capture (tcpdump on lo)",
+                log=self.ctx.log,
+                tool="tcpdump",
+                stdout=self.pcap,
+                stderr=self.stderr,
+            )
+            self._bg.__enter__()
+        except LabError as exc:
+            raise CollectorError(f"packet capture could not start: {exc}") from exc
+        failure = _wait_listening(self._bg, self.stderr, self.ready_timeout_s)
+        if failure is not None:
+            raise CollectorError(f"packet capture could not start: {failure}.")
+
+    def stop(self) -> CollectorOutput:
+        """Interrupt tcpdump (SIGINT), then parse its counters and the pcap."""
+        if self._bg is None:
+            return CollectorOutput(self.name, None, error="packet capture was never started")
+        _wait_quiet(self.pcap)
+        done = self._bg.stop()
+        return self.collect(done)
+
+    def collect(self, done: Completed) -> CollectorOutput:
+        ctx = self.ctx
+        artifacts = [ctx.relative(p) for p in (self.pcap, self.stderr) if p.exists()]
+        counters = parse_counters(
+            self.stderr.read_text(errors="replace") if self.stderr.exists() else ""
+        )
+        if counters["captured"] is None or counters["dropped_by_kernel"] is None:
+            how = (
+                f"was killed by signal {done.killed_by_signal}"
+                if done.killed_by_signal
+                else f"exited with status {done.exit_status}"
+            )
+            return CollectorOutput(
+                self.name,
+                None,
+                artifacts=artifacts,
+                error=f"tcpdump {how} without reporting its packet counters",
+            )
+        try:
+            dlt, packets = read_pcap(self.pcap.read_bytes())
+        except (OSError, ValueError, dpkt.dpkt.Error) as exc:
+            return CollectorOutput(
+                self.name,
+                None,
+                artifacts=artifacts,
+                error=f"{PCAP_FILE} could not be parsed ({type(exc).__name__}: {exc})",
+            )
+        summary_path = ctx.out_dir / SUMMARY_FILE
+        summary_path.write_text("".join(line + "\n" for line in summary_lines(packets)))
+        artifacts.append(ctx.relative(summary_path))
+        summary = summarize_packets(packets, ctx.receiver_port, ctx.decoy_port, self.ports)
+        summary.update(
+            {
+                "captured": counters["captured"],
+                "received_by_filter": counters["received_by_filter"],
+                "dropped_by_kernel": counters["dropped_by_kernel"],
+                # tcpdump prints this line only when the count is not zero
+                "dropped_by_interface": counters["dropped_by_interface"] or 0,
+                "link_type": dlt,
+                "interface": LOOPBACK,
+                "filter": capture_filter(self.ports),
+            }
+        )
+        return CollectorOutput(self.name, summary, artifacts=sorted(artifacts))

@@ -1,0 +1,525 @@
+"""The perf collector: CPU samples by symbol, with inclusive ("children") weight.
+
+It samples AMD IBS ``ibs_op`` when the CPU and kernel expose it, and the software
+``cpu-clock`` event otherwise; the summary says which event ran and why. Call chains are
+unwound with DWARF (``--call-graph dwarf``): the client is built without frame pointers and
+OpenSSL's assembly uses ``%rbp`` as a general register, so frame-pointer chains skip the very
+function (``hash_file``) whose inclusive weight we want.
+
+    collector = PerfCollector()
+    status = PerfCollector.probe()              # ObserverStatus
+    argv = collector.wrap(client_argv, ctx)     # perf record ... -- CLIENT ...
+    completed = lab.procs.run(argv, ...)        # perf passes the client's exit status through
+    out = collector.collect(ctx, completed)     # perf report / --stats / annotate, parsed
+    out.summary["top_client_symbol"]            # e.g. "busy_wait"
+
+The parsers (:func:`parse_report`, :func:`parse_stats`, :func:`summarize`) are pure
+functions over perf's text output so that captured outputs can be tested.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from lab.collectors.base import CollectorOutput, InvocationContext, ProcessCollector
+from lab.errors import ToolMissingError
+from lab.model import ObserverStatus
+from lab.procs import Completed, require_tool, run
+
+#: where the kernel exposes the AMD IBS op PMU (perf-amd-ibs(1))
+IBS_OP_DEVICE = Path("/sys/bus/event_source/devices/ibs_op")
+#: per-process (``-- COMMAND``) IBS sampling needs Linux 6.2 or later (perf-amd-ibs(1))
+IBS_PER_PROCESS_KERNEL = (6, 2)
+#: sampling period for ibs_op, the documented example value (perf-amd-ibs(1))
+IBS_PERIOD = 100_000
+#: cpu-clock sampling frequency; 999 rather than 1000 so the samples do not beat in lockstep
+#: with periodic 1 ms timers
+CPU_CLOCK_HZ = 999
+PARANOID_PATH = Path("/proc/sys/kernel/perf_event_paranoid")
+#: functions every C program runs through; they are never "the client's hot function"
+ENTRY_POINTS = frozenset(
+    {"main", "_start", "__libc_start_main", "__libc_start_call_main", "__libc_start_main_impl"}
+)
+TOP_SYMBOLS = 15
+#: perf report and annotate must never page or open the TUI
+PERF_ENV_OVERRIDES = {"PAGER": "cat", "PERF_PAGER": "cat", "TERM": "dumb"}
+REPORT_TIMEOUT_S = 600.0
+
+REPORT_FILE = "perf-report.txt"
+STATS_FILE = "perf-stats.txt"
+ANNOTATE_FILE = "perf-annotate.txt"
+DATA_FILE = "perf.data"
+
+
+class PerfParseError(Exception):
+    """perf's output lacks what the summary needs; the message is one sentence."""
+
+
+@dataclass(frozen=True)
+class EventChoice:
+    """Which event ``perf record`` samples, and why."""
+
+    #: the summary's name for it: "ibs_op" or "cpu-clock"
+    event: str
+    #: what ``perf record -e`` is given
+    perf_event: str
+    #: the sampling options that go with it
+    sampling: tuple[str, ...]
+    reason: str
+
+
+def _kernel_version(release: str) -> tuple[int, int]:
+    match = re.match(r"(\d+)\.(\d+)", release)
+    return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+
+
+def choose_event(
+    ibs_device: Path = IBS_OP_DEVICE, kernel_release: str | None = None
+) -> EventChoice:
+    """``ibs_op`` where the CPU/kernel expose it for a single process, else ``cpu-clock``."""
+    release = kernel_release if kernel_release is not None else os.uname().release
+    cpu_clock = ("cpu-clock", ("-F", str(CPU_CLOCK_HZ)))
+    if not ibs_device.exists():
+        why = (
+            f"ibs_op is not exposed by this CPU/kernel ({ibs_device} absent); "
+            "using the software cpu-clock event"
+        )
+        return EventChoice("cpu-clock", cpu_clock[0], cpu_clock[1], why)
+    if _kernel_version(release) < IBS_PER_PROCESS_KERNEL:
+        why = (
+            f"ibs_op is exposed but kernel {release} predates per-process IBS sampling "
+            "(Linux 6.2); using the software cpu-clock event"
+        )
+        return EventChoice("cpu-clock", cpu_clock[0], cpu_clock[1], why)
+    why = f"ibs_op is exposed by this CPU/kernel ({ibs_device} present); sampling IBS ops"
+    return EventChoice("ibs_op", "ibs_op//", ("-c", str(IBS_PERIOD)), why)
+
+
+# ---------------------------------------------------------------------------------------
+# Parsers (pure)
+
+#: "# Samples: 476  of event 'cpu-clock'" or "# Samples: 8K of event 'ibs_op//'"
+_SAMPLES_RE = re.compile(
+    r"^# Samples: (?P<n>\d+(?:\.\d+)?)(?P<unit>[KMG]?)\s+of event '(?P<ev>.*)'"
+)
+#: "# Total Lost Samples: 1463": a different line, never the sample count
+_LOST_RE = re.compile(r"^# Total Lost Samples: (?P<n>\d+)\s*$")
+_EVENT_COUNT_RE = re.compile(r"^# Event count \(approx\.\): (?P<n>\d+)\s*$")
+#: a top-level entry of ``perf report --children --sort symbol,dso``:
+#: "    99.79%    98.32%  [.] busy_wait     spin    -      -"
+_ENTRY_RE = re.compile(
+    r"^\s+(?P<children>\d+\.\d+)%\s+(?P<self>\d+\.\d+)%\s+\[(?P<level>.)\]\s(?P<rest>.*)$"
+)
+_UNITS = {"": 1, "K": 1_000, "M": 1_000_000, "G": 1_000_000_000}
+
+
+@dataclass
+class EventSection:
+    event: str
+    #: as printed; perf abbreviates large counts ("8K")
+    samples_text: str
+    #: exact only when ``samples_exact``
+    samples: int
+    samples_exact: bool
+    event_count: int | None = None
+
+
+@dataclass
+class SymbolRow:
+    symbol: str
+    dso: str
+    inclusive_pct: float
+    self_pct: float
+    #: "." user space, "k" kernel, "g"/"u"/"H" other perf levels
+    level: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "symbol": self.symbol,
+            "dso": self.dso,
+            "inclusive_pct": self.inclusive_pct,
+            "self_pct": self.self_pct,
+        }
+
+
+@dataclass
+class ParsedReport:
+    lost_samples: int | None
+    sections: list[EventSection] = field(default_factory=list)
+    rows: list[SymbolRow] = field(default_factory=list)
+
+
+@dataclass
+class PerfStats:
+    """Exact counts from ``perf report --stats``, for one event."""
+
+    samples: int | None
+    lost_samples: int | None
+    #: PERF_RECORD_LOST records (lost ring-buffer chunks), from the aggregated table
+    lost_chunks: int | None
+    #: the aggregated table's TOTAL (None when perf could not read the file at all)
+    total_events: int | None
+    #: the aggregated table's LOST_SAMPLES *records* (not samples)
+    lost_sample_records: int | None
+
+
+def parse_report(text: str) -> ParsedReport:
+    """Parse the header lines and top-level entries of ``perf report --children --stdio``."""
+    report = ParsedReport(lost_samples=None)
+    for line in text.splitlines():
+        if line.startswith("#"):
+            if (m := _LOST_RE.match(line)) is not None:
+                # Several events give several headers; lost samples add up.
+                report.lost_samples = (report.lost_samples or 0) + int(m.group("n"))
+            elif (m := _SAMPLES_RE.match(line)) is not None:
+                unit = m.group("unit")
+                value = float(m.group("n")) * _UNITS[unit]
+                report.sections.append(
+                    EventSection(
+                        event=m.group("ev"),
+                        samples_text=m.group("n") + unit,
+                        samples=int(value),
+                        samples_exact=unit == "",
+                    )
+                )
+            elif (m := _EVENT_COUNT_RE.match(line)) is not None and report.sections:
+                report.sections[-1].event_count = int(m.group("n"))
+            continue
+        m = _ENTRY_RE.match(line)
+        if m is None:
+            continue  # call-graph lines ("|", "---", "--99.60%--"), blank lines
+        # Columns are separated by two or more spaces; a symbol may hold single spaces
+        # ("__libc_start_main_impl (inlined)").
+        columns = re.split(r"\s{2,}", m.group("rest").strip())
+        if len(columns) < 2:
+            continue
+        report.rows.append(
+            SymbolRow(
+                symbol=columns[0],
+                dso=columns[1],
+                inclusive_pct=float(m.group("children")),
+                self_pct=float(m.group("self")),
+                level=m.group("level"),
+            )
+        )
+    return report
+
+
+def parse_stats(text: str, event: str | None = None) -> PerfStats:
+    """Parse ``perf report --stats``.
+
+    The per-event table ("cpu-clock stats:") counts samples and *lost samples*; the
+    aggregated table's "LOST_SAMPLES events" counts lost-sample *records* (often 1 for
+    thousands of lost samples), so only the per-event value is a sample count.
+    """
+    sections: dict[str, dict[str, int]] = {}
+    current: str | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.endswith(" stats:") or line == "Aggregated stats:":
+            current = line[: -len(" stats:")] if line != "Aggregated stats:" else ""
+            sections.setdefault(current, {})
+            continue
+        m = re.match(r"^(?P<kind>[A-Z_]+) events:\s+(?P<n>\d+)", line)
+        if m is not None and current is not None:
+            sections[current][m.group("kind")] = int(m.group("n"))
+    aggregated = sections.pop("", {})
+    if event is not None and event in sections:
+        per_event = sections[event]
+    elif len(sections) == 1:
+        per_event = next(iter(sections.values()))
+    else:
+        per_event = {}
+    samples = per_event.get("SAMPLE")
+    lost = per_event.get("LOST_SAMPLES", 0 if samples is not None else None)
+    return PerfStats(
+        samples=samples,
+        lost_samples=lost,
+        lost_chunks=aggregated.get("LOST"),
+        total_events=aggregated.get("TOTAL"),
+        lost_sample_records=aggregated.get("LOST_SAMPLES"),
+    )
+
+
+def _is_client(dso: str, client_names: Sequence[str]) -> bool:
+    return dso in client_names
+
+
+def top_client_symbol(rows: Sequence[SymbolRow], client_names: Sequence[str]) -> str | None:
+    """The client's own function with the largest inclusive weight, entry points excluded.
+
+    Ties (a caller whose time is all in one callee shows the same inclusive percentage) go
+    to the larger self weight, i.e. towards the callee that actually burns the time; then
+    to the name, so the answer is deterministic.
+    """
+    candidates = [
+        r
+        for r in rows
+        if r.level == "." and _is_client(r.dso, client_names) and r.symbol not in ENTRY_POINTS
+    ]
+    if not candidates:
+        return None
+    best = min(candidates, key=lambda r: (-r.inclusive_pct, -r.self_pct, r.symbol))
+    return best.symbol
+
+
+def _empty_summary(choice: EventChoice, stats: PerfStats) -> dict[str, Any]:
+    """perf read the file and it simply holds no sample: a real observation of zero."""
+    if stats.lost_sample_records:
+        raise PerfParseError(
+            "perf.data holds no sample but records lost samples, so the count is unknown"
+        )
+    return {
+        "event": choice.event,
+        "event_reason": choice.reason,
+        "samples": 0,
+        "lost_samples": 0,
+        "lost_chunks": stats.lost_chunks or 0,
+        "event_count": 0,
+        "top_symbols": [],
+        "top_client_symbol": None,
+    }
+
+
+def summarize(
+    report_text: str,
+    stats_text: str,
+    choice: EventChoice,
+    client_names: Sequence[str],
+    report_stderr: str = "",
+) -> dict[str, Any]:
+    """The ``observed.perf`` summary; raises :class:`PerfParseError` with one sentence.
+
+    ``report_text`` is ``perf report --children --stdio --sort symbol,dso``, ``stats_text``
+    is ``perf report --stats`` (exact counts: the report header abbreviates "8K").
+    """
+    report = parse_report(report_text)
+    stats = parse_stats(stats_text, choice.perf_event)
+    section = next((s for s in report.sections if s.event == choice.perf_event), None)
+    if section is None:
+        if not report.sections:
+            if "has no samples" in report_stderr and stats.total_events is not None:
+                return _empty_summary(choice, stats)
+            raise PerfParseError(
+                f"perf report printed no '# Samples' header for event '{choice.perf_event}' "
+                "(perf.data truncated or unreadable)"
+            )
+        names = ", ".join(s.event for s in report.sections)
+        raise PerfParseError(f"perf report shows samples of {names}, not of '{choice.perf_event}'")
+    if report.lost_samples is None:
+        raise PerfParseError("perf report printed no '# Total Lost Samples' header line")
+    if stats.samples is not None:
+        samples = stats.samples
+    elif section.samples_exact:
+        samples = section.samples
+    else:
+        raise PerfParseError(
+            f"perf report abbreviates the sample count ('{section.samples_text}') and "
+            "perf report --stats gave no exact SAMPLE count"
+        )
+    if section.samples_exact and section.samples != samples:
+        raise PerfParseError(
+            f"perf report counts {section.samples} samples but perf report --stats counts {samples}"
+        )
+    if stats.lost_samples is not None and stats.lost_samples != report.lost_samples:
+        raise PerfParseError(
+            f"perf report counts {report.lost_samples} lost samples but perf report --stats "
+            f"counts {stats.lost_samples}"
+        )
+    rows = sorted(report.rows, key=lambda r: (-r.inclusive_pct, -r.self_pct, r.symbol, r.dso))
+    return {
+        "event": choice.event,
+        "event_reason": choice.reason,
+        "samples": samples,
+        "lost_samples": report.lost_samples,
+        "lost_chunks": stats.lost_chunks or 0,
+        "event_count": section.event_count,
+        "top_symbols": [r.to_dict() for r in rows[:TOP_SYMBOLS]],
+        "top_client_symbol": top_client_symbol(rows, client_names),
+    }
+
+
+# ---------------------------------------------------------------------------------------
+# Privilege and probe
+
+
+def read_paranoid(path: Path = PARANOID_PATH) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _privileged() -> bool:
+    from lab.doctor import effective_capabilities  # doctor imports collectors lazily
+
+    caps = effective_capabilities()
+    return os.geteuid() == 0 or "CAP_PERFMON" in caps or "CAP_SYS_ADMIN" in caps
+
+
+def paranoid_blocks(paranoid: int | None, privileged: bool) -> bool:
+    """Does kernel.perf_event_paranoid forbid profiling our own child?
+
+    Root, CAP_PERFMON or CAP_SYS_ADMIN bypass it; up to 2 an unprivileged user may still
+    profile its own processes in user space; Debian's 3 forbids it.
+    """
+    return not privileged and paranoid is not None and paranoid > 2
+
+
+def _perf_env() -> dict[str, str]:
+    return {**os.environ, **PERF_ENV_OVERRIDES}
+
+
+class PerfCollector(ProcessCollector):
+    name: ClassVar[str] = "perf"
+    # perf record waits for its workload and exits with the workload's status (or dies of
+    # the same signal), so every status is the client's.
+    accepted_status: ClassVar[tuple[int, ...] | None] = None
+    passes_exit_status: ClassVar[bool] = True
+
+    def __init__(self, *, choice: EventChoice | None = None) -> None:
+        self.choice = choice if choice is not None else choose_event()
+
+    @classmethod
+    def probe(cls) -> ObserverStatus:
+        try:
+            perf = require_tool("perf")
+        except ToolMissingError as exc:
+            return ObserverStatus(False, str(exc))
+        paranoid = read_paranoid()
+        privileged = _privileged()
+        choice = choose_event()
+        detail: dict[str, Any] = {
+            "perf_event_paranoid": paranoid,
+            "privileged": privileged,
+            "event": choice.event,
+            "event_reason": choice.reason,
+        }
+        if paranoid_blocks(paranoid, privileged):
+            return ObserverStatus(
+                False,
+                f"kernel.perf_event_paranoid is {paranoid}, which forbids profiling without "
+                "privilege; run the lab as root or set it to 2 "
+                "(sysctl kernel.perf_event_paranoid=2)",
+                detail,
+            )
+        with tempfile.TemporaryDirectory(prefix="lab-perf-probe-") as tmp:
+            data = Path(tmp) / "probe.data"
+            err = Path(tmp) / "stderr.txt"
+            done = run(
+                [perf, "record", "-q", "-N", "-e", "cpu-clock", "-o", str(data), "--", "true"],
+                purpose="perf probe",
+                stderr=err,
+                timeout=60.0,
+                accept=None,
+            )
+            if done.exit_status != 0 or not data.exists():
+                status = "timed out" if done.timed_out else f"exited with status {done.exit_status}"
+                excerpt = done.stderr_excerpt().splitlines()
+                tail = f" ({excerpt[0]})" if excerpt else ""
+                return ObserverStatus(
+                    False,
+                    f"perf record -e cpu-clock {status} here{tail}; check "
+                    "kernel.perf_event_paranoid and that perf matches the running kernel",
+                    detail,
+                )
+        return ObserverStatus(True, None, detail)
+
+    def wrap(self, client_argv: list[str], ctx: InvocationContext) -> list[str]:
+        perf = require_tool("perf")
+        return [
+            perf,
+            "record",
+            "-q",  # perf's messages would otherwise land in the client's stderr
+            "-N",  # no build-id cache: nothing written to ~/.debug
+            "-e",
+            self.choice.perf_event,
+            *self.choice.sampling,
+            "--call-graph",
+            "dwarf",
+            "-o",
+            str(ctx.out_dir / DATA_FILE),
+            "--",
+            *client_argv,
+        ]
+
+    def _perf(self, ctx: InvocationContext, args: list[str], out: str, purpose: str) -> Completed:
+        return run(
+            [require_tool("perf"), *args],
+            purpose=purpose,
+            log=ctx.log,
+            stdout=ctx.out_dir / out,
+            stderr=ctx.out_dir / (Path(out).stem + ".stderr.txt"),
+            env=_perf_env(),
+            timeout=REPORT_TIMEOUT_S,
+            accept=None,  # perf report exits 0 even on a truncated file; we judge the text
+        )
+
+    def collect(self, ctx: InvocationContext, completed: Completed) -> CollectorOutput:
+        data = ctx.out_dir / DATA_FILE
+        if not data.exists() or data.stat().st_size == 0:
+            excerpt = completed.stderr_excerpt().splitlines()
+            tail = f": {excerpt[-1]}" if excerpt else ""
+            return CollectorOutput(
+                self.name,
+                None,
+                error=(
+                    f"perf record left no {DATA_FILE} (exit status {completed.exit_status}){tail}"
+                ),
+            )
+        artifacts = [ctx.relative(data)]
+        data_arg = str(data)
+        report = self._perf(
+            ctx,
+            ["report", "-i", data_arg, "--children", "--stdio", "--sort", "symbol,dso"],
+            REPORT_FILE,
+            "perf report (inclusive weight by symbol)",
+        )
+        stats = self._perf(
+            ctx, ["report", "-i", data_arg, "--stats"], STATS_FILE, "perf report --stats"
+        )
+        for done in (report, stats):
+            for path in (done.stdout_path, done.stderr_path):
+                if path:
+                    artifacts.append(ctx.relative(Path(path)))
+        client = Path(ctx.client_path)
+        names = [client.name]
+        if client.resolve().name != client.name:
+            names.append(client.resolve().name)
+        report_stderr = _read(ctx.out_dir / (Path(REPORT_FILE).stem + ".stderr.txt"))
+        try:
+            summary = summarize(
+                _read(ctx.out_dir / REPORT_FILE),
+                _read(ctx.out_dir / STATS_FILE),
+                self.choice,
+                names,
+                report_stderr,
+            )
+        except PerfParseError as exc:
+            first = next((ln.strip() for ln in report_stderr.splitlines() if ln.strip()), "")
+            tail = f" (perf said: {first})" if first else ""
+            return CollectorOutput(self.name, None, artifacts=artifacts, error=f"{exc}{tail}")
+        symbol = summary["top_client_symbol"]
+        if symbol is not None:
+            annotate = self._perf(
+                ctx,
+                ["annotate", "-i", data_arg, "--stdio", "-s", symbol],
+                ANNOTATE_FILE,
+                f"perf annotate {symbol}",
+            )
+            if annotate.stdout_path:
+                artifacts.append(ctx.relative(Path(annotate.stdout_path)))
+        return CollectorOutput(self.name, summary, artifacts=artifacts)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""

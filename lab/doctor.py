@@ -1,0 +1,345 @@
+"""What this machine can observe, and why not: the four collectors plus the kernel facts
+they depend on.
+
+    doctor = check()                  # probes every collector; mounts tracefs/debugfs as root
+    print(render_table(doctor))       # human table: collector | available | reason
+    json.dumps(to_json(doctor))       # ``python -m lab doctor --json``
+
+``check`` is a producer (it runs tools through :mod:`lab.procs`); ``render_table`` and
+``to_json`` only draw the :class:`Doctor` it returns.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import os
+import platform
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lab.errors import ToolMissingError
+from lab.model import ObserverStatus
+from lab.procs import CommandFailed, run, which
+
+#: Linux capability numbers, from include/uapi/linux/capability.h (0 … CAP_LAST_CAP = 40)
+CAPABILITY_NAMES: tuple[str, ...] = (
+    "CAP_CHOWN",
+    "CAP_DAC_OVERRIDE",
+    "CAP_DAC_READ_SEARCH",
+    "CAP_FOWNER",
+    "CAP_FSETID",
+    "CAP_KILL",
+    "CAP_SETGID",
+    "CAP_SETUID",
+    "CAP_SETPCAP",
+    "CAP_LINUX_IMMUTABLE",
+    "CAP_NET_BIND_SERVICE",
+    "CAP_NET_BROADCAST",
+    "CAP_NET_ADMIN",
+    "CAP_NET_RAW",
+    "CAP_IPC_LOCK",
+    "CAP_IPC_OWNER",
+    "CAP_SYS_MODULE",
+    "CAP_SYS_RAWIO",
+    "CAP_SYS_CHROOT",
+    "CAP_SYS_PTRACE",
+    "CAP_SYS_PACCT",
+    "CAP_SYS_ADMIN",
+    "CAP_SYS_BOOT",
+    "CAP_SYS_NICE",
+    "CAP_SYS_RESOURCE",
+    "CAP_SYS_TIME",
+    "CAP_SYS_TTY_CONFIG",
+    "CAP_MKNOD",
+    "CAP_LEASE",
+    "CAP_AUDIT_WRITE",
+    "CAP_AUDIT_CONTROL",
+    "CAP_SETFCAP",
+    "CAP_MAC_OVERRIDE",
+    "CAP_MAC_ADMIN",
+    "CAP_SYSLOG",
+    "CAP_WAKE_ALARM",
+    "CAP_BLOCK_SUSPEND",
+    "CAP_AUDIT_READ",
+    "CAP_PERFMON",
+    "CAP_BPF",
+    "CAP_CHECKPOINT_RESTORE",
+)
+
+COLLECTORS: tuple[str, ...] = ("strace", "bpftrace", "perf", "packets")
+#: module and class of each collector; imported lazily so that one broken module does not
+#: hide the others (and collectors may import from here without a cycle)
+_COLLECTOR_CLASSES: dict[str, tuple[str, str]] = {
+    "strace": ("lab.collectors.strace", "StraceCollector"),
+    "bpftrace": ("lab.collectors.bpftrace", "BpftraceCollector"),
+    "perf": ("lab.collectors.perf", "PerfCollector"),
+    "packets": ("lab.collectors.packets", "PacketCapture"),
+}
+#: tool -> argv whose first output line is its version
+VERSION_COMMANDS: dict[str, list[str]] = {
+    "strace": ["strace", "-V"],
+    "bpftrace": ["bpftrace", "--version"],
+    "perf": ["perf", "--version"],
+    "tcpdump": ["tcpdump", "--version"],
+}
+
+
+@dataclass(frozen=True)
+class Mount:
+    fstype: str
+    target: Path
+
+
+#: kernel filesystems bpftrace needs (tracepoints, uprobes); mounted when missing and root
+TRACEFS = Mount("tracefs", Path("/sys/kernel/tracing"))
+DEBUGFS = Mount("debugfs", Path("/sys/kernel/debug"))
+BTF_PATH = Path("/sys/kernel/btf/vmlinux")
+IBS_OP_PATH = Path("/sys/bus/event_source/devices/ibs_op")
+
+
+@dataclass
+class Doctor:
+    observers: dict[str, ObserverStatus]
+    facts: dict[str, Any]
+    actions: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------
+# Facts (pure parsers first, so they can be tested on captured text)
+
+
+def decode_capabilities(mask_hex: str) -> list[str]:
+    """``CapEff`` hex mask -> capability names; unknown bits as ``CAP_<n>``."""
+    mask = int(mask_hex, 16)
+    names: list[str] = []
+    bit = 0
+    while mask >> bit:
+        if mask >> bit & 1:
+            names.append(CAPABILITY_NAMES[bit] if bit < len(CAPABILITY_NAMES) else f"CAP_{bit}")
+        bit += 1
+    return names
+
+
+def capability_mask(status_text: str, field_name: str = "CapEff") -> str | None:
+    for line in status_text.splitlines():
+        key, _, value = line.partition(":")
+        if key == field_name:
+            return value.strip()
+    return None
+
+
+def effective_capabilities(status_path: Path = Path("/proc/self/status")) -> list[str]:
+    try:
+        mask = capability_mask(status_path.read_text())
+    except OSError:
+        return []
+    return decode_capabilities(mask) if mask else []
+
+
+def mounted_filesystems(mounts_text: str) -> dict[str, str]:
+    """``/proc/mounts`` -> {mount point: filesystem type}."""
+    table: dict[str, str] = {}
+    for line in mounts_text.splitlines():
+        parts = line.split()
+        if len(parts) >= 3:
+            # /proc/mounts escapes spaces in paths as \040
+            table[parts[1].replace("\\040", " ")] = parts[2]
+    return table
+
+
+def is_mounted(mount: Mount, table: dict[str, str]) -> bool:
+    return table.get(str(mount.target)) == mount.fstype
+
+
+def cpu_model(cpuinfo_text: str) -> str | None:
+    for line in cpuinfo_text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "model name":
+            return value.strip()
+    return None
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def tool_version(argv: list[str]) -> str | None:
+    """First non-empty line a tool prints for its version (stdout, else stderr)."""
+    if which(argv[0]) is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="lab-doctor-") as tmp:
+        out, err = Path(tmp) / "out", Path(tmp) / "err"
+        try:
+            run(
+                argv,
+                purpose=f"{argv[0]} version",
+                stdout=out,
+                stderr=err,
+                timeout=30.0,
+                accept=None,
+            )
+        except ToolMissingError:
+            return None
+        for path in (out, err):
+            for line in _read(path).splitlines():
+                if line.strip():
+                    return line.strip()
+    return None
+
+
+# ---------------------------------------------------------------------------------------
+# Mounting and probing
+
+
+def ensure_mounted(
+    mounts: Iterable[Mount],
+    table: dict[str, str],
+    *,
+    is_root: bool,
+    mounter: Callable[[Mount], str | None],
+) -> list[str]:
+    """Mount each missing filesystem when root; return one sentence per thing done or not.
+
+    ``mounter`` returns None on success or the reason it failed.
+    """
+    actions: list[str] = []
+    for mount in mounts:
+        if is_mounted(mount, table):
+            continue
+        if not is_root:
+            actions.append(
+                f"{mount.fstype} is not mounted at {mount.target} and only root can mount it"
+            )
+            continue
+        failure = mounter(mount)
+        if failure is None:
+            actions.append(f"mounted {mount.fstype} at {mount.target}")
+        else:
+            actions.append(f"could not mount {mount.fstype} at {mount.target}: {failure}")
+    return actions
+
+
+def _mount(mount: Mount) -> str | None:
+    try:
+        run(
+            ["mount", "-t", mount.fstype, "nodev", str(mount.target)],
+            purpose=f"mount {mount.fstype}",
+            timeout=30.0,
+        )
+    except (CommandFailed, ToolMissingError) as exc:
+        return str(exc)
+    return None
+
+
+def probe_collector(name: str) -> ObserverStatus:
+    """Import the collector lazily and call its ``probe()``; never raises."""
+    module_name, class_name = _COLLECTOR_CLASSES[name]
+    try:
+        module = importlib.import_module(module_name)
+        cls = getattr(module, class_name)
+    except Exception as exc:  # an import error must not hide the other collectors
+        return ObserverStatus(
+            False, f"the {name} collector could not be loaded ({type(exc).__name__}: {exc})"
+        )
+    try:
+        status = cls.probe()
+    except Exception as exc:  # probe() must never raise; if it does, say so
+        return ObserverStatus(
+            False, f"the {name} collector's probe failed ({type(exc).__name__}: {exc})"
+        )
+    if not isinstance(status, ObserverStatus):
+        return ObserverStatus(False, f"the {name} collector's probe returned {status!r}")
+    return status
+
+
+def gather_facts() -> dict[str, Any]:
+    paranoid_text = _read(Path("/proc/sys/kernel/perf_event_paranoid")).strip()
+    mask = capability_mask(_read(Path("/proc/self/status")))
+    table = mounted_filesystems(_read(Path("/proc/mounts")))
+    return {
+        "kernel_release": os.uname().release,
+        "machine": platform.machine(),
+        "cpu_model": cpu_model(_read(Path("/proc/cpuinfo"))),
+        "is_root": os.geteuid() == 0,
+        "capabilities": decode_capabilities(mask) if mask else [],
+        "capability_mask": mask,
+        "tracefs_mounted": is_mounted(TRACEFS, table),
+        "debugfs_mounted": is_mounted(DEBUGFS, table),
+        "btf": BTF_PATH.exists(),
+        "perf_event_paranoid": int(paranoid_text) if paranoid_text.lstrip("-").isdigit() else None,
+        "ibs_op": IBS_OP_PATH.exists(),
+        "tool_versions": {tool: tool_version(argv) for tool, argv in VERSION_COMMANDS.items()},
+    }
+
+
+def check(mount: bool = True) -> Doctor:
+    """Probe every collector. As root, first mount tracefs and debugfs if they are missing
+    (bpftrace needs them), and say so in ``actions``."""
+    actions: list[str] = []
+    if mount:
+        table = mounted_filesystems(_read(Path("/proc/mounts")))
+        actions = ensure_mounted(
+            (TRACEFS, DEBUGFS), table, is_root=os.geteuid() == 0, mounter=_mount
+        )
+    observers = {name: probe_collector(name) for name in COLLECTORS}
+    return Doctor(observers=observers, facts=gather_facts(), actions=actions)
+
+
+# ---------------------------------------------------------------------------------------
+# Presenters
+
+
+def to_json(doctor: Doctor) -> dict[str, Any]:
+    return {
+        "observers": {k: doctor.observers[k].to_dict() for k in sorted(doctor.observers)},
+        "facts": doctor.facts,
+        "actions": list(doctor.actions),
+    }
+
+
+def _fact_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if value is None:
+        return "unknown"
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value) if value else "none"
+    return str(value)
+
+
+def render_table(doctor: Doctor, *, width: int = 100) -> str:
+    from rich.console import Console
+    from rich.table import Table
+
+    observers = Table(title="Collectors", show_lines=False)
+    observers.add_column("collector")
+    observers.add_column("available")
+    observers.add_column("reason", overflow="fold")
+    for name in sorted(doctor.observers, key=lambda n: (n not in COLLECTORS, n)):
+        status = doctor.observers[name]
+        observers.add_row(name, "yes" if status.available else "no", status.reason or "")
+
+    facts = Table(title="Facts")
+    facts.add_column("fact")
+    facts.add_column("value", overflow="fold")
+    for key, value in doctor.facts.items():
+        if key == "tool_versions" and isinstance(value, dict):
+            for tool, version in value.items():
+                facts.add_row(f"{tool} version", version or "not installed")
+        else:
+            facts.add_row(key, _fact_text(value))
+
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width, no_color=True, highlight=False)
+    console.print(observers)
+    console.print(facts)
+    for action in doctor.actions:
+        console.print(f"- {action}")
+    return buffer.getvalue()

@@ -1,0 +1,94 @@
+"""Who and what produced a run: git commit, kernel, CPU, client binary digest, image.
+
+These facts go into ``results.json`` (``environment``), the reports and the provenance.
+No host name and no host path is recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+from lab import procs
+from lab.fixture import sha256_file
+
+#: written by the lab image (Dockerfile) so a run inside the container knows its identity
+IMAGE_MANIFEST_DIR = Path("/usr/share/lab/manifest")
+
+
+def git_commit(repo: Path) -> str | None:
+    """The commit of the lab's own source (``LAB_GIT_COMMIT`` inside the container)."""
+    if os.environ.get("LAB_GIT_COMMIT"):
+        return os.environ["LAB_GIT_COMMIT"]
+    if procs.which("git") is None or not (repo / ".git").exists():
+        return None
+    try:
+        done = procs.run(
+            ["git", "-C", str(repo), "rev-parse", "HEAD"],
+            purpose="git commit of the lab",
+            timeout=10,
+            accept=(0,),
+            capture=True,
+        )
+    except procs.CommandFailed:
+        return None
+    text = (done.output or b"").decode().strip()
+    return text or None
+
+
+def git_dirty(repo: Path) -> bool | None:
+    if procs.which("git") is None or not (repo / ".git").exists():
+        return None
+    try:
+        done = procs.run(
+            ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+            purpose="git working-tree state",
+            timeout=10,
+            accept=(0,),
+            capture=True,
+        )
+    except procs.CommandFailed:
+        return None
+    return bool((done.output or b"").strip())
+
+
+def cpu_model() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        return None
+    return None
+
+
+def image_identity() -> dict[str, Any] | None:
+    """The lab image's identity when running inside it (see Dockerfile), else None."""
+    path = os.environ.get("LAB_IMAGE_IDENTITY")
+    if path and Path(path).is_file():
+        data: dict[str, Any] = json.loads(Path(path).read_text())
+        return data
+    manifest = IMAGE_MANIFEST_DIR / "image.json"
+    if manifest.is_file():
+        found: dict[str, Any] = json.loads(manifest.read_text())
+        return found
+    return None
+
+
+def environment(repo: Path, client: Path, tool_versions: dict[str, str]) -> dict[str, Any]:
+    uname = platform.uname()
+    return {
+        "git_commit": git_commit(repo),
+        "git_dirty": git_dirty(repo),
+        "kernel": f"{uname.system} {uname.release} {uname.machine}",
+        "cpu_model": cpu_model(),
+        "python": platform.python_version(),
+        "client_sha256": sha256_file(client) if client.is_file() else None,
+        "client": client.name,
+        "tool_versions": dict(sorted(tool_versions.items())),
+        "image": image_identity(),
+        "in_container": Path("/.dockerenv").exists(),
+    }

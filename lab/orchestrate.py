@@ -1,0 +1,273 @@
+"""``lab run`` from start to finish: choose passes, run, judge, write, sign, archive.
+
+The CLI and the Invoke tasks both call :func:`execute`; neither holds logic of its own.
+
+    outcome = execute(RunRequest(names=["baseline"], collector="none", packets="off"), say=print)
+    outcome.result.calibrated, outcome.archive.path
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from lab import __version__, aggregate, identity, scenario
+from lab.clock import epoch_to_rfc3339, now_rfc3339
+from lab.errors import CollectorError, Interrupted, UsageError
+from lab.model import PROCESS_COLLECTORS, ObserverStatus, RunResult
+from lab.runner import Plan, Runner
+from lab.schemas import validate_results
+
+REPO = Path(__file__).resolve().parent.parent
+COLLECTOR_CHOICES = ("none", *PROCESS_COLLECTORS, "all")
+PACKET_CHOICES = ("off", "best-effort", "required")
+
+
+@dataclass
+class RunRequest:
+    names: list[str] = field(default_factory=list)
+    everything: bool = False
+    collector: str = "none"
+    packets: str = "off"
+    repetitions: int = 1
+    size: int = 524_288
+    out: Path = Path("artifacts")
+    client: Path | None = None
+    scenarios_dir: Path | None = None
+    timeout_s: float = 120.0
+    archive: bool = True
+    #: "seeded" (the lab's own client, --behavior per scenario) or "candidate"
+    client_kind: str = "seeded"
+    run_id: str | None = None
+
+
+@dataclass
+class RunOutcome:
+    result: RunResult
+    run_dir: Path
+    archive: Any | None  # lab.archive.ArchiveInfo
+
+
+def new_run_id(prefix: str = "run") -> str:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return f"{prefix}-{stamp}-{secrets.token_hex(3)}"
+
+
+def plan_passes(
+    collector: str, observers: dict[str, ObserverStatus]
+) -> tuple[list[str], dict[str, str]]:
+    """The passes to run and, for every collector that will not run, why."""
+    if collector not in COLLECTOR_CHOICES:
+        raise UsageError(f"--collector {collector!r} is unknown; one of {', '.join(COLLECTOR_CHOICES)}.")
+    wanted = list(PROCESS_COLLECTORS) if collector == "all" else [collector]
+    passes = ["none"]
+    skipped: dict[str, str] = {}
+    for name in PROCESS_COLLECTORS:
+        status = observers.get(name)
+        if name not in wanted:
+            skipped[name] = f"not selected (--collector {collector})"
+        elif status is None or not status.available:
+            skipped[name] = f"unavailable: {status.reason if status else 'not probed'}"
+        else:
+            passes.append(name)
+    return passes, skipped
+
+
+def _copy_inputs(run_dir: Path, chosen: list[scenario.Scenario], probes_dir: Path) -> None:
+    (run_dir / "scenarios").mkdir(parents=True, exist_ok=True)
+    for s in chosen:
+        (run_dir / "scenarios" / s.path.name).write_text(s.text, encoding="utf-8")
+    if probes_dir.is_dir():
+        (run_dir / "probes").mkdir(exist_ok=True)
+        for probe in sorted(probes_dir.glob("*.bt")):
+            shutil.copyfile(probe, run_dir / "probes" / probe.name)
+
+
+def write_results(run: RunResult, run_dir: Path) -> None:
+    document = run.to_dict()
+    validate_results(document)
+    text = json.dumps(document, indent=2, sort_keys=True) + "\n"
+    (run_dir / "results.json").write_text(text, encoding="utf-8")
+
+
+def execute(request: RunRequest, *, say: Callable[[str], None]) -> RunOutcome:
+    from lab import doctor as doctor_mod
+
+    if request.packets not in PACKET_CHOICES:
+        raise UsageError(f"--packets {request.packets!r} is unknown; one of {', '.join(PACKET_CHOICES)}.")
+    if request.repetitions < 1:
+        raise UsageError("--repetitions must be at least 1.")
+    if request.size < 1:
+        raise UsageError("--size must be at least 1 byte.")
+    scenarios_dir = request.scenarios_dir or REPO / "scenarios"
+    chosen = scenario.select(scenarios_dir, request.names, request.everything)
+    client = request.client or REPO / "native" / "backup-client"
+
+    doc = doctor_mod.check(mount=True)
+    for action in doc.actions:
+        say(action)
+    observers = doc.observers
+    passes, skipped = plan_passes(request.collector, observers)
+    if request.packets == "required" and not observers["packets"].available:
+        raise CollectorError(
+            f"packet capture is required but unavailable: {observers['packets'].reason}; "
+            "rerun with --packets best-effort or fix it (python -m lab doctor)."
+        )
+    if request.packets == "off":
+        skipped["packets"] = "packet capture off (--packets off)"
+    elif not observers["packets"].available:
+        skipped["packets"] = f"unavailable: {observers['packets'].reason}"
+
+    signer = None
+    if request.archive:
+        from lab.signing import Signer
+
+        signer = Signer.from_env()
+        if signer.is_ephemeral:
+            say(
+                "No signing key configured (LAB_SIGNING_KEY): this run is signed with an "
+                "ephemeral key, so the archive proves integrity but not authenticity."
+            )
+
+    run_id = request.run_id or new_run_id()
+    run_dir = (request.out / run_id).resolve()
+    run_dir.mkdir(parents=True, exist_ok=False)
+    _copy_inputs(run_dir, chosen, REPO / "probes")
+    started_epoch = time.time()
+    started = epoch_to_rfc3339(started_epoch)
+    plan = Plan(
+        scenarios=chosen,
+        passes=passes,
+        packets=request.packets,
+        repetitions=request.repetitions,
+        size=request.size,
+        client=client,
+        client_kind=request.client_kind,
+        timeout_s=request.timeout_s,
+        unavailable=skipped,
+    )
+    say(f"Run {run_id}: {len(chosen)} scenario(s) × {request.repetitions} repetition(s), "
+        f"passes: {', '.join(passes)}; packets: {request.packets}")
+    try:
+        with Runner(plan, run_dir, observers=observers, progress=say) as runner:
+            scenario_results = runner.run()
+    except KeyboardInterrupt:
+        raise Interrupted(
+            f"interrupted; every process the lab started was stopped and the partial run "
+            f"is kept in {run_dir}."
+        ) from None
+    statuses = {
+        name: ObserverStatus(
+            available=status.available,
+            reason=status.reason,
+            detail={**status.detail, "used": name in passes or (
+                name == "packets" and request.packets != "off" and status.available)},
+        )
+        for name, status in observers.items()
+    }
+    tool_versions = {k: v for k, v in doc.facts.get("tool_versions", {}).items() if v}
+    result = RunResult(
+        run_id=run_id,
+        started_at=started,
+        finished_at=now_rfc3339(),
+        options={
+            "scenarios": [s.name for s in chosen],
+            "collector": request.collector,
+            "passes": passes,
+            "packets": request.packets,
+            "repetitions": request.repetitions,
+            "size": request.size,
+            "client_kind": request.client_kind,
+            "timeout_s": request.timeout_s,
+            "lab_version": __version__,
+        },
+        observers=statuses,
+        environment=identity.environment(REPO, client, tool_versions),
+        scenarios=scenario_results,
+    )
+    result.environment["doctor_actions"] = list(doc.actions)
+    result.aggregate = aggregate.aggregate(scenario_results)
+    if signer is not None:
+        result.signing = signer.describe()
+    archive = finish(result, run_dir, signer=signer, started_epoch=started_epoch, say=say)
+    return RunOutcome(result=result, run_dir=run_dir, archive=archive)
+
+
+def finish(
+    result: RunResult,
+    run_dir: Path,
+    *,
+    signer: Any,
+    started_epoch: float,
+    say: Callable[[str], None],
+) -> Any:
+    """Write results.json, the reports, and (with a signer) the signed archive."""
+    write_results(result, run_dir)
+    from lab.reports import ArchivedFile
+    from lab.reports.markdown import render_markdown
+    from lab.reports.pdf import render_pdf
+
+    files = archived_files(run_dir)
+    (run_dir / "report.md").write_text(render_markdown(result, files=files), encoding="utf-8")
+    say("Drawing the PDF report…")
+    render_pdf(result, run_dir / "report.pdf", files=files)
+    del ArchivedFile
+    if signer is None:
+        return None
+    from lab.archive import write_archive
+    from lab.provenance import ProvenanceInputs
+
+    env = result.environment
+    image = env.get("image") or {}
+    inputs = ProvenanceInputs(
+        run_id=result.run_id,
+        started_on=result.started_at,
+        finished_on=result.finished_at,
+        scenarios=list(result.options.get("scenarios", [])),
+        options=result.options,
+        image_name=image.get("name"),
+        image_digest=image.get("digest"),
+        git_commit=env.get("git_commit"),
+        git_dirty=env.get("git_dirty"),
+        client_path=env.get("client"),
+        client_digest=env.get("client_sha256"),
+        kernel=env.get("kernel"),
+        tool_versions=env.get("tool_versions", {}),
+        lab_version=__version__,
+        internal={
+            "observers": {k: v.to_dict() for k, v in result.observers.items()},
+            "image": image or None,
+            "in_container": env.get("in_container"),
+        },
+    )
+    say("Signing and packing the evidence archive…")
+    return write_archive(run_dir, signer=signer, provenance_inputs=inputs, epoch=int(started_epoch))
+
+
+def archived_files(run_dir: Path) -> list[Any]:
+    """Every file of the run directory with its size and SHA-256, for the reports' table."""
+    from lab.fixture import sha256_file
+    from lab.reports import ArchivedFile
+
+    rows = []
+    for path in sorted(p for p in run_dir.rglob("*") if p.is_file()):
+        rel = path.relative_to(run_dir).as_posix()
+        if rel in ("report.md", "report.pdf"):
+            continue
+        rows.append(ArchivedFile(path=rel, size=path.stat().st_size, sha256=sha256_file(path)))
+    return rows
+
+
+def repo_relative(path: Path) -> str:
+    try:
+        return os.path.relpath(path, Path.cwd())
+    except ValueError:
+        return str(path)

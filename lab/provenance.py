@@ -1,0 +1,231 @@
+"""SLSA provenance for a lab run: an in-toto Statement v1 in a DSSE envelope.
+
+The envelope (``provenance.intoto.jsonl``, one line) follows the DSSE protocol
+(github.com/secure-systems-lab/dsse, ``protocol.md``): the signature covers
+``PAE(payloadType, payload)``, never the JSON around it. The predicate follows SLSA
+provenance v1 (slsa.dev/spec/v1.0/provenance) with our own build type, documented in
+``docs/build-type.md``.
+
+    inputs = ProvenanceInputs(run_id="...", started_on="...", finished_on="...",
+                              scenarios=["baseline"], options={...}, git_commit="...")
+    statement = build_statement({"results.json": "ab12..."}, inputs, signer=signer)
+    line = envelope_line(sign_envelope(statement, signer))
+    statement = open_envelope(json.loads(line), signer.public_key, what="provenance")
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lab.errors import SigningError
+from lab.keys import PublicKey
+from lab.signing import Signer
+
+PAYLOAD_TYPE = "application/vnd.in-toto+json"
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
+#: our build type; what its parameters mean is documented in docs/build-type.md
+BUILD_TYPE = "https://execution-evidence-lab.dev/buildtypes/lab-run/v1"
+#: the builder when the lab runs on a developer's machine (CI passes its own id)
+LOCAL_BUILDER_ID = "https://execution-evidence-lab.dev/builders/local/v1"
+
+
+def pae(payload_type: str, body: bytes) -> bytes:
+    """DSSE v1 Pre-Authentication Encoding: lengths are byte lengths, in decimal."""
+    type_bytes = payload_type.encode("utf-8")
+    return b"DSSEv1 %d %s %d %s" % (len(type_bytes), type_bytes, len(body), body)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProvenanceInputs:
+    """Everything the provenance says about a run besides its output files."""
+
+    run_id: str
+    started_on: str  # RFC 3339
+    finished_on: str  # RFC 3339
+    scenarios: list[str]
+    #: the run's options as the user gave them (collectors, repetitions, sizes, ...)
+    options: Mapping[str, Any] = field(default_factory=dict)
+    image_name: str | None = None
+    #: "sha256:<hex>" of the lab image
+    image_digest: str | None = None
+    git_repository: str | None = None
+    git_commit: str | None = None
+    git_dirty: bool | None = None
+    #: relative path and SHA-256 of the client binary that was judged
+    client_path: str | None = None
+    client_digest: str | None = None
+    kernel: str | None = None
+    tool_versions: Mapping[str, str] = field(default_factory=dict)
+    lab_version: str | None = None
+    builder_id: str = LOCAL_BUILDER_ID
+    #: anything else the builder controlled (host facts, collector availability)
+    internal: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _digest_map(digest: str) -> dict[str, str]:
+    algorithm, sep, value = digest.partition(":")
+    if not sep:
+        return {"sha256": digest}
+    return {algorithm: value}
+
+
+def resolved_dependencies(inputs: ProvenanceInputs) -> list[dict[str, Any]]:
+    deps: list[dict[str, Any]] = []
+    if inputs.git_commit:
+        repo = inputs.git_repository or "git+local"
+        deps.append(
+            {
+                "name": "source",
+                "uri": f"{repo}@{inputs.git_commit}",
+                "digest": {"gitCommit": inputs.git_commit},
+                "annotations": {"dirty": inputs.git_dirty},
+            }
+        )
+    if inputs.image_digest:
+        name = inputs.image_name or "lab"
+        deps.append(
+            {
+                "name": "image",
+                "uri": f"docker-image://{name}",
+                "digest": _digest_map(inputs.image_digest),
+            }
+        )
+    if inputs.client_digest:
+        deps.append(
+            {
+                "name": "client",
+                "uri": f"file:{inputs.client_path or 'client'}",
+                "digest": _digest_map(inputs.client_digest),
+            }
+        )
+    return deps
+
+
+def build_statement(
+    subjects: Mapping[str, str], inputs: ProvenanceInputs, *, signer: Signer | None = None
+) -> dict[str, Any]:
+    """An in-toto Statement v1 with a SLSA provenance v1 predicate.
+
+    ``subjects`` maps run-relative paths to SHA-256 hex digests.
+    """
+    internal: dict[str, Any] = {
+        "kernel": inputs.kernel,
+        "toolVersions": dict(sorted(inputs.tool_versions.items())),
+    }
+    internal.update(inputs.internal)
+    if signer is not None:
+        internal["signing"] = {"keyId": signer.key_id, "ephemeral": signer.is_ephemeral}
+    builder: dict[str, Any] = {"id": inputs.builder_id}
+    if inputs.lab_version:
+        builder["version"] = {"lab": inputs.lab_version}
+    return {
+        "_type": STATEMENT_TYPE,
+        "subject": [
+            {"name": name, "digest": {"sha256": subjects[name]}} for name in sorted(subjects)
+        ],
+        "predicateType": PREDICATE_TYPE,
+        "predicate": {
+            "buildDefinition": {
+                "buildType": BUILD_TYPE,
+                "externalParameters": {
+                    "scenarios": list(inputs.scenarios),
+                    "options": dict(inputs.options),
+                },
+                "internalParameters": internal,
+                "resolvedDependencies": resolved_dependencies(inputs),
+            },
+            "runDetails": {
+                "builder": builder,
+                "metadata": {
+                    "invocationId": inputs.run_id,
+                    "startedOn": inputs.started_on,
+                    "finishedOn": inputs.finished_on,
+                },
+            },
+        },
+    }
+
+
+def canonical_json(value: Any) -> bytes:
+    """Sorted keys, no spaces, UTF-8: the same statement always gives the same bytes."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def sign_envelope(statement: Mapping[str, Any], signer: Signer) -> dict[str, Any]:
+    body = canonical_json(statement)
+    signature = signer.sign(pae(PAYLOAD_TYPE, body))
+    return {
+        "payloadType": PAYLOAD_TYPE,
+        "payload": base64.b64encode(body).decode("ascii"),
+        "signatures": [
+            {"keyid": signer.key_id, "sig": base64.b64encode(signature).decode("ascii")}
+        ],
+    }
+
+
+def envelope_line(envelope: Mapping[str, Any]) -> str:
+    return json.dumps(envelope, sort_keys=True, separators=(",", ":")) + "\n"
+
+
+def _b64(text: object, *, what: str) -> bytes:
+    """DSSE verifiers must accept standard and URL-safe base64 alike."""
+    if not isinstance(text, str):
+        raise SigningError(f"{what} is not a base64 string.")
+    try:
+        if "-" in text or "_" in text:
+            return base64.b64decode(text.replace("-", "+").replace("_", "/"), validate=True)
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise SigningError(f"{what} is not valid base64.") from exc
+
+
+def verify_envelope(
+    envelope: Mapping[str, Any],
+    public_key: PublicKey,
+    *,
+    what: str,
+    payload_types: tuple[str, ...] = (PAYLOAD_TYPE,),
+) -> bytes:
+    """Verify a DSSE envelope against one key and return its payload bytes.
+
+    Follows the protocol's order: decode, verify the signature over PAE, then reject an
+    unsupported payload type.
+    """
+    payload_type = envelope.get("payloadType")
+    if not isinstance(payload_type, str):
+        raise SigningError(f"{what}: the envelope has no payloadType.")
+    body = _b64(envelope.get("payload"), what=f"{what}: payload")
+    signatures = envelope.get("signatures")
+    if not isinstance(signatures, list) or not signatures:
+        raise SigningError(f"{what}: the envelope has no signatures.")
+    message = pae(payload_type, body)
+    verified = False
+    for index, entry in enumerate(signatures):
+        if not isinstance(entry, dict):
+            raise SigningError(f"{what}: signature {index} is not an object.")
+        sig = _b64(entry.get("sig"), what=f"{what}: signature {index}")
+        if public_key.verify(sig, message):
+            verified = True
+            break
+    if not verified:
+        raise SigningError(
+            f"{what}: no signature in the envelope verifies with key {public_key.key_id}."
+        )
+    if payload_type not in payload_types:
+        raise SigningError(f"{what}: payload type {payload_type!r} is not supported.")
+    return body
+
+
+def open_envelope(envelope: Mapping[str, Any], public_key: PublicKey, *, what: str) -> Any:
+    """Verify an in-toto DSSE envelope and return its parsed JSON statement."""
+    body = verify_envelope(envelope, public_key, what=what)
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise SigningError(f"{what}: the signed payload is not JSON.") from exc

@@ -1,0 +1,295 @@
+"""The Markdown report: GitHub-flavoured, deterministic, no host paths.
+
+    from lab.reports.markdown import render_markdown
+    (run_dir / "report.md").write_text(render_markdown(run, files=files), encoding="utf-8")
+
+The same content as the PDF (``lab.reports.pdf``), drawn from the same rows
+(``lab.reports.text``); where the PDF has a chart, this report has the chart's figures as a
+table.
+"""
+
+from __future__ import annotations
+
+from lab.model import CLAUSE_TITLES, CLAUSES, RunResult, ScenarioResult
+from lab.reports import ArchivedFile, charts, text
+from lab.reports.text import Table
+
+
+def render_markdown(run: RunResult, *, files: list[ArchivedFile] | None) -> str:
+    out: list[str] = []
+    out += _heading(run)
+    out += _matrix(run)
+    out += _observers(run)
+    out += _figures(run)
+    out += _repetitions(run)
+    if run.evaluation is not None:
+        out += _evaluation(run)
+    for scenario in run.scenarios:
+        out += _scenario(run, scenario)
+    out += _limits()
+    out += ["## Archived files", ""]
+    out += _table(text.files_table(files), code_columns={2})
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+# --------------------------------------------------------------------------- drawing
+
+
+def _cell(value: str) -> str:
+    """A GFM table cell: pipes escaped, line breaks as <br>."""
+    return value.replace("\\", "\\\\").replace("|", "\\|").replace("\n", "<br>")
+
+
+def _code(value: str) -> str:
+    return f"`{value}`" if value and "`" not in value else value
+
+
+def _table(table: Table, *, code_columns: set[int] | None = None) -> list[str]:
+    code_columns = code_columns or set()
+    lines = []
+    if table.rows:
+        lines.append("| " + " | ".join(_cell(h) for h in table.header) + " |")
+        lines.append("|" + "|".join(" --- " for _ in table.header) + "|")
+        for row in table.rows:
+            cells = [
+                _code(_cell(c)) if i in code_columns and _looks_like_digest(c) else _cell(c)
+                for i, c in enumerate(row)
+            ]
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    for note in table.notes:
+        lines += [f"_{_escape(note)}_", ""]
+    return lines
+
+
+def _looks_like_digest(value: str) -> bool:
+    return len(value) >= 40 and all(c in "0123456789abcdef:sha" for c in value)
+
+
+def _escape(value: str) -> str:
+    for ch in ("\\", "*", "_", "`"):
+        value = value.replace(ch, "\\" + ch)
+    return value
+
+
+def _pairs(rows: list[tuple[str, str]], header: tuple[str, str] = ("", "")) -> list[str]:
+    return _table(Table(list(header), [[k, v] for k, v in rows]))
+
+
+# --------------------------------------------------------------------------- sections
+
+
+def _heading(run: RunResult) -> list[str]:
+    cal = run.calibration
+    lines = [
+        f"# Execution Evidence Lab report: run {run.run_id}",
+        "",
+        f"**Calibration: {text.calibration_statement(cal)}.**",
+        "",
+        text.run_status_statement(run),
+        "",
+        f"> **{text.EXIT_STATUS_STATEMENT}**",
+        "",
+        "## Identity of the run",
+        "",
+    ]
+    lines += _pairs(text.identity_rows(run), ("item", "value"))
+    statement = text.signing_statement(run.signing)
+    if statement:
+        lines += [f"**{statement}**", ""]
+    return lines
+
+
+def _matrix(run: RunResult) -> list[str]:
+    lines = [
+        "## Verdict matrix",
+        "",
+        "Each cell: the observed outcome, and whether it is what the scenario file expected. "
+        "**MISMATCH** marks an observation that disagrees with its expectation; "
+        "`not-observed` means the evidence needed was unavailable (the scenario section "
+        "says why) and is never counted as a pass, a fail or a zero.",
+        "",
+        "| scenario | " + " | ".join(CLAUSES) + " | calibration |",
+        "|" + "|".join(" --- " for _ in range(len(CLAUSES) + 2)) + "|",
+    ]
+    for s in run.scenarios:
+        cells = []
+        for c in CLAUSES:
+            cell = text.matrix_cell(s.verdicts.get(c))
+            cells.append(_cell(cell.replace("MISMATCH", "**MISMATCH**")))
+        cal = s.calibration
+        lines.append(
+            f"| [{text.scenario_label(s, run)}](#{_anchor(run, s)}) | "
+            + " | ".join(cells)
+            + f" | {cal.met}/{cal.total} met, {cal.not_met} not met, "
+            f"{cal.not_observed} not observed |"
+        )
+    lines += ["", "Clauses:", ""]
+    lines += [f"- **{c}** {CLAUSE_TITLES[c]}" for c in CLAUSES]
+    lines += ["", f"**Calibration score: {text.calibration_statement(run.calibration)}.**", ""]
+    return lines
+
+
+def _anchor(run: RunResult, s: ScenarioResult) -> str:
+    label = f"scenario {text.scenario_label(s, run)}".lower()
+    return "".join(ch if ch.isalnum() or ch == "-" else ("-" if ch == " " else "") for ch in label)
+
+
+def _observers(run: RunResult) -> list[str]:
+    lines = [
+        "## Observers",
+        "",
+        f"Collectors used: {text.collectors_used(run)}.",
+        "",
+        f"Unavailable: {text.collectors_unavailable(run)}.",
+        "",
+    ]
+    return lines + _table(text.observer_table(run))
+
+
+def _chart_table(chart: charts.BarChart) -> list[str]:
+    header = ["scenario" if chart.categories else "", *(s.name for s in chart.series)]
+    rows = [
+        [cat, *(text.NOT_OBSERVED if v is None else charts.value_text(v, chart.unit) for v in vals)]
+        for cat, vals in zip(chart.categories, chart.values, strict=True)
+    ]
+    lines = [f"### {chart.title}", ""]
+    lines += _table(Table(header, rows, [chart.caption, *chart.notes]))
+    return lines
+
+
+def _figures(run: RunResult) -> list[str]:
+    lines = ["## Figures", "", "The PDF report draws these figures as charts.", ""]
+    found = [
+        chart
+        for chart in (
+            charts.source_bytes_chart(run),
+            charts.connections_chart(run),
+            charts.payload_chart(run),
+            *charts.overhead_charts(run),
+        )
+        if chart is not None
+    ]
+    if charts.source_bytes_chart(run) is None:
+        lines += [
+            "Logical source bytes read: not observed (strace observed no invocation).",
+            "",
+        ]
+    if not charts.overhead_charts(run):
+        lines += [
+            "Tracing overhead: not observed (no scenario has both an untraced and a traced "
+            "pass).",
+            "",
+        ]
+    for chart in found:
+        lines += _chart_table(chart)
+    return lines
+
+
+def _repetitions(run: RunResult) -> list[str]:
+    lines = ["## Repetitions", ""]
+    if not text.has_repetitions(run):
+        return [*lines, text.SINGLE_RUN_STATEMENT, ""]
+    if run.aggregate:
+        lines += _table(text.aggregate_table(run))
+    for name in text.repeated_names(run):
+        lines += [f"### Per repetition: {name}", ""]
+        lines += _table(text.repetition_table(run, name))
+    return lines
+
+
+def _evaluation(run: RunResult) -> list[str]:
+    evaluation = run.evaluation or {}
+    lines = ["## Candidate evaluation", ""]
+    lines += _pairs(text.evaluation_identity(evaluation), ("item", "value"))
+    for table in (
+        text.evaluation_clause_table(evaluation),
+        text.evaluation_timing_table(evaluation),
+        text.evaluation_diagnostics_table(evaluation),
+    ):
+        if table is not None:
+            lines += _table(table)
+    other = text.evaluation_other_rows(evaluation)
+    if other:
+        lines += ["Other recorded fields:", ""]
+        lines += _pairs(other, ("field", "value"))
+    return lines
+
+
+def _scenario(run: RunResult, s: ScenarioResult) -> list[str]:
+    label = text.scenario_label(s, run)
+    lines = [
+        f"## Scenario {label}",
+        "",
+        f"{_escape(s.description)}",
+        "",
+        f"Scenario file `{s.scenario_file}`, repetition {s.repetition}, lab wall time "
+        f"{text.fmt_seconds(s.wall_s)}. Calibration: {text.calibration_statement(s.calibration)}.",
+        "",
+    ]
+    if s.error:
+        lines += [f"**The scenario did not complete: {_escape(s.error)}**", ""]
+    lines += ["### Verdicts", ""]
+    lines += _table(text.verdict_table(s))
+    lines += ["### What the client claimed", "", text.records_note(s), ""]
+    lines += _table(text.client_table(s))
+    lines += ["### What the observers saw", ""]
+    lines += _table(text.receiver_table(s))
+    lines += _table(text.decoy_table(s))
+    lines += _table(text.verifier_table(s), code_columns={1, 2, 3})
+    for name in text.observer_names(s):
+        if name == "verifier":
+            continue
+        lines += _table(text.observer_summary_table(s, name))
+        if name == "bpftrace":
+            for index, block in text.probe_maps(s):
+                lines += [
+                    f"bpftrace final map values, invocation {index} (verbatim):",
+                    "",
+                    "```",
+                    block,
+                    "```",
+                    "",
+                ]
+        if name == "perf":
+            symbols = text.top_symbols_table(s)
+            if symbols is not None:
+                lines += ["CPU samples by symbol:", ""]
+                lines += _table(symbols)
+        if name == "packets":
+            flows = text.flows_table(s)
+            if flows is not None:
+                lines += ["Packet flows:", ""]
+                lines += _table(flows)
+    lines += ["### Passes", ""]
+    lines += _table(text.pass_table(s))
+    overhead = charts.tracing_overhead(s)
+    if overhead:
+        rows = [
+            [
+                o.collector,
+                text.fmt_seconds(o.untraced_wall_s),
+                text.fmt_seconds(o.traced_wall_s),
+                text.fmt_ratio(o.wall_ratio),
+                text.fmt_ratio(o.cpu_ratio),
+            ]
+            for o in overhead
+        ]
+        lines += _table(
+            Table(
+                ["collector", "untraced wall", "traced wall", "wall ratio", "CPU ratio"],
+                rows,
+                ["Traced / untraced client time over the invocations of each pass."],
+            )
+        )
+    lines += ["### Calibration findings", ""]
+    lines += _table(text.findings_table(s))
+    return lines
+
+
+def _limits() -> list[str]:
+    lines = ["## What this evidence cannot show", ""]
+    lines += [f"- **{name}**: {why}" for name, why in text.OBSERVER_LIMITS.items()]
+    lines += [f"- {why}" for why in text.GENERAL_LIMITS]
+    lines += ["", f"**{text.EXIT_STATUS_STATEMENT}**", ""]
+    return lines

@@ -1,0 +1,2 @@
+untrusted comment: verify with test-only.pub
+RWS1+9U3qHdkNVqniYq4zVMOslth+UUgfsSM8K8soxy4L6pLcjhyGGIgoG6qODpLvX9/kisEcQ5/R8suUKtV35Qn4b0X0nXV6ww=
