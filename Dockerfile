@@ -49,7 +49,7 @@ COPY native/ /lab/native/
 RUN make -C native clean && make -C native
 
 # The package itself (build backend pinned in docker/requirements.lock, hence no isolation).
-COPY pyproject.toml README.md /lab/
+COPY pyproject.toml README.md* /lab/
 COPY lab/ /lab/lab/
 RUN pip install --no-cache-dir --no-index --no-deps --no-build-isolation /lab \
  && rm -rf /lab/build /lab/*.egg-info

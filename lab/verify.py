@@ -56,8 +56,6 @@ GiB = 1 << 30
 _CHUNK = MiB
 #: members whose content verification needs in memory
 _METADATA = (CHECKSUMS, CHECKSUMS_SIG, PUBKEY, PROVENANCE)
-#: tar headers, PAX records and end-of-archive padding allowed beyond the member data
-_HEADER_ALLOWANCE = 64 * MiB
 
 INTEGRITY_ONLY_WARNING = (
     "No --pubkey was given: the archive was checked against its own lab.pub, which proves "
@@ -78,6 +76,9 @@ class Limits:
     max_total_size: int = 2 * GiB
     #: SHA256SUMS, its signature, lab.pub and the provenance are read into memory
     max_metadata_size: int = 64 * MiB
+    #: tar headers, PAX records and end padding allowed beyond the member data: the whole
+    #: decompressed stream is capped at ``max_total_size + max_header_bytes``
+    max_header_bytes: int = 64 * MiB
 
 
 @dataclass(frozen=True)
@@ -237,7 +238,10 @@ def _describe_read_error(exc: BaseException) -> str:
 
 def _scan(path: Path, limits: Limits) -> _Scan:
     scan = _Scan()
-    cap = limits.max_total_size + _HEADER_ALLOWANCE
+    if path.is_file() and path.stat().st_size == 0:
+        scan.read_error = "the file is empty"
+        return scan
+    cap = limits.max_total_size + limits.max_header_bytes
     try:
         with open(path, "rb") as raw, gzip.GzipFile(fileobj=raw, mode="rb") as gz:
             reader = _CappedReader(gz, cap)
@@ -325,24 +329,22 @@ def _structure_checks(report: VerifyReport, scan: _Scan, limits: Limits) -> dict
     for m in scan.members:
         problem = name_problem(m.name)
         if problem is not None:
-            problems.append(f"{m.name!r} {problem}")
+            problems.append(f"member {m.name!r} {problem}")
         elif m.name in seen:
-            problems.append(f"{m.name!r} appears more than once")
+            problems.append(f"member {m.name!r} appears more than once")
         seen.add(m.name)
     if len(tops) > 1:
         problems.append(f"members are under {len(tops)} top directories ({_short(sorted(tops))})")
     for m in scan.members:
         if "/" not in m.name and m.kind != "directory" and name_problem(m.name) is None:
-            problems.append(f"{m.name!r} is not under a top directory")
+            problems.append(f"member {m.name!r} is not under a top directory")
     report.run_id = next(iter(tops)) if len(tops) == 1 else None
     report.add(
         "member names",
         not problems,
         "unique relative paths under one top directory, without '..'",
         _short(problems) if problems else f"all under {report.run_id}/",
-        f"{report.archive}: member {problems[0]}; the archive is unsafe to unpack."
-        if problems
-        else None,
+        f"{report.archive}: {problems[0]}; the archive is unsafe to unpack." if problems else None,
     )
 
     expected = (
@@ -387,6 +389,7 @@ def _checksum_checks(
             listed = parse_checksums(raw.decode("utf-8"), what=f"{top}/{CHECKSUMS}")
         except (ArchiveError, UnicodeDecodeError) as exc:
             why = str(exc) if isinstance(exc, ArchiveError) else f"{top}/SHA256SUMS is not UTF-8."
+            why = f"{report.archive}: {why}"
             report.add("SHA256SUMS", False, "sha256sum --tag lines", "unparseable", why)
         else:
             report.add("SHA256SUMS", True, "sha256sum --tag lines", f"{len(listed)} entries")
@@ -511,7 +514,8 @@ def _signature_checks(report: VerifyReport, scan: _Scan, pubkey: Path | None) ->
             what=f"{top}/{CHECKSUMS_SIG}",
         )
     except SigningError as exc:
-        report.add("SHA256SUMS signature", False, expected, "does not verify", str(exc))
+        why = f"{report.archive}: {exc}"
+        report.add("SHA256SUMS signature", False, expected, "does not verify", why)
     else:
         comment = parsed.trusted_comment
         if comment is not None and "key:ephemeral" in comment.split("\t"):
@@ -548,6 +552,7 @@ def _provenance_checks(
         statement = open_envelope(envelope, key, what=what)
     except (SigningError, ValueError, UnicodeDecodeError) as exc:
         why = str(exc) if isinstance(exc, SigningError) else f"{what} is not valid JSON."
+        why = f"{report.archive}: {why}"
         report.add("provenance signature", False, expected, "does not verify", why)
         return
     report.add("provenance signature", True, expected, "valid")

@@ -212,7 +212,10 @@ enum upload_outcome { UPLOAD_COMMITTED, UPLOAD_RETRY, UPLOAD_FATAL };
  * Everything else (digest-mismatch, too-large, bad-request, unknown codes) is final. */
 static int retryable_error(const char *line)
 {
-    return strncmp(line, "ERR timeout", 11) == 0 || strncmp(line, "ERR short-payload", 17) == 0;
+    const char *code = line + 4; /* after "ERR " */
+    size_t len = strcspn(code, " ");
+    return (len == 7 && strncmp(code, "timeout", len) == 0) ||
+           (len == 13 && strncmp(code, "short-payload", len) == 0);
 }
 
 static enum upload_outcome upload_once(const struct endpoint *receiver, const char *path,

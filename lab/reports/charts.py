@@ -87,7 +87,8 @@ def tracing_overhead(scenario: ScenarioResult) -> list[Overhead]:
     base = {inv.index: inv.claim for inv in untraced.invocations}
     result: list[Overhead] = []
     for p in scenario.passes:
-        if p.collector not in PROCESS_COLLECTORS:
+        # a pass whose tracer failed measured nothing about tracing overhead
+        if p.collector not in PROCESS_COLLECTORS or p.error is not None:
             continue
         pairs = [(base[i.index], i.claim) for i in p.invocations if i.index in base]
         if not pairs:
@@ -143,8 +144,10 @@ def source_bytes_chart(run: RunResult) -> BarChart | None:
     for s in scenarios:
         rows = s.merged_invocations()
         values.append(
-            [_observed_value(rows[i], "strace", "source_bytes_read") if i < len(rows) else None
-             for i in range(n)]
+            [
+                _observed_value(rows[i], "strace", "source_bytes_read") if i < len(rows) else None
+                for i in range(n)
+            ]
         )
     if not any(v is not None for row in values for v in row):
         return None
@@ -206,8 +209,10 @@ def payload_chart(run: RunResult) -> BarChart | None:
     for s in scenarios:
         invs = s.primary.invocations if s.primary else []
         values.append(
-            [float(invs[i].receiver.payload_bytes_consumed) if i < len(invs) else None
-             for i in range(n)]
+            [
+                float(invs[i].receiver.payload_bytes_consumed) if i < len(invs) else None
+                for i in range(n)
+            ]
         )
     return BarChart(
         title="Upload payload bytes consumed by the receiver per invocation",
@@ -239,10 +244,16 @@ def overhead_charts(run: RunResult) -> list[BarChart]:
                 o = per[s.name].get(c)
                 row.append(None if o is None else getattr(o, attr))
             values.append(row)
+        present = [v for row in values for v in row if v is not None and v > 0]
+        # one slow tracer (bpftrace attaches its probes inside the timed command) would flatten
+        # every other bar on a linear axis
+        log = bool(present) and max(present) / min(present) > 30
+        scale = "log scale, " if log else ""
         charts.append(
             BarChart(
                 title=f"Tracing overhead: traced / untraced client {what} time",
-                axis_label=f"ratio of client {what} time (1.00x = no overhead)",
+                axis_label=f"ratio of client {what} time ({scale}1.00x = no overhead)",
+                log=log,
                 categories=[s.name for s in scenarios],
                 series=[Series(c, PALETTE[i % len(PALETTE)]) for i, c in enumerate(collectors)],
                 values=values,
@@ -339,7 +350,7 @@ def tick_text(value: float, unit: Unit) -> str:
 
 def _nice_step(span: float, target: int = 5) -> float:
     raw = span / target
-    magnitude = 10 ** math.floor(math.log10(raw))
+    magnitude = 10.0 ** math.floor(math.log10(raw))
     for factor in (1, 2, 2.5, 5, 10):
         if raw <= factor * magnitude:
             return factor * magnitude
@@ -397,7 +408,7 @@ def draw(chart: BarChart, width: float) -> Drawing:
 
     label_w = min(
         width * 0.32,
-        max((stringWidth(c, FONT, LABEL_SIZE) for c in chart.categories), default=20) + 8,
+        max((stringWidth(c, FONT, LABEL_SIZE) for c in chart.categories), default=20) + 12,
     )
     value_labels = [
         value_text(v, chart.unit) for row in chart.values for v in row if v is not None
@@ -438,37 +449,100 @@ def draw(chart: BarChart, width: float) -> Drawing:
 
     for tick in scale.ticks:
         tx = scale.x(tick)
-        d.add(Line(tx, plot_bottom, tx, plot_top, strokeColor=colors.HexColor("#DDDDDD"),
-                   strokeWidth=0.5))
-        d.add(Line(tx, plot_bottom, tx, plot_bottom - 3, strokeColor=colors.black,
-                   strokeWidth=0.5))
-        d.add(String(tx, plot_bottom - 10, tick_text(tick, chart.unit), fontName=FONT,
-                     fontSize=TICK_SIZE, textAnchor="middle"))
+        d.add(
+            Line(
+                tx,
+                plot_bottom,
+                tx,
+                plot_top,
+                strokeColor=colors.HexColor("#DDDDDD"),
+                strokeWidth=0.5,
+            )
+        )
+        d.add(Line(tx, plot_bottom, tx, plot_bottom - 3, strokeColor=colors.black, strokeWidth=0.5))
+        d.add(
+            String(
+                tx,
+                plot_bottom - 10,
+                tick_text(tick, chart.unit),
+                fontName=FONT,
+                fontSize=TICK_SIZE,
+                textAnchor="middle",
+            )
+        )
     if chart.unit == "ratio" and scale.lo <= 1.0 <= scale.hi:
         one = scale.x(1.0)
-        d.add(Line(one, plot_bottom, one, plot_top, strokeColor=colors.HexColor("#888888"),
-                   strokeWidth=0.8, strokeDashArray=[2, 2]))
+        d.add(
+            Line(
+                one,
+                plot_bottom,
+                one,
+                plot_top,
+                strokeColor=colors.HexColor("#888888"),
+                strokeWidth=0.8,
+                strokeDashArray=[2, 2],
+            )
+        )
     d.add(Line(x0, plot_bottom, x1, plot_bottom, strokeColor=colors.black, strokeWidth=0.7))
     d.add(Line(x0, plot_bottom, x0, plot_top, strokeColor=colors.black, strokeWidth=0.7))
-    d.add(String((x0 + x1) / 2, plot_bottom - 21, chart.axis_label, fontName=FONT,
-                 fontSize=LABEL_SIZE, textAnchor="middle"))
+    d.add(
+        String(
+            (x0 + x1) / 2,
+            plot_bottom - 21,
+            chart.axis_label,
+            fontName=FONT,
+            fontSize=LABEL_SIZE,
+            textAnchor="middle",
+        )
+    )
 
     for c, category in enumerate(chart.categories):
         top = plot_top - c * group_h - group_gap / 2
         mid = top - n_series * bar_h / 2
-        d.add(String(x0 - 5, mid - 2.5, _fit(category, FONT, LABEL_SIZE, label_w - 8),
-                     fontName=FONT, fontSize=LABEL_SIZE, textAnchor="end"))
+        d.add(
+            String(
+                x0 - 5,
+                mid - 2.5,
+                _fit(category, FONT, LABEL_SIZE, label_w - 8),
+                fontName=FONT,
+                fontSize=LABEL_SIZE,
+                textAnchor="end",
+            )
+        )
         for s_index, s in enumerate(chart.series):
             value = chart.values[c][s_index] if s_index < len(chart.values[c]) else None
             by = top - (s_index + 1) * bar_h
             if value is None:
-                d.add(String(x0 + 3, by + 1.5, "not observed", fontName=ITALIC,
-                             fontSize=VALUE_SIZE, fillColor=colors.HexColor("#777777")))
+                d.add(
+                    String(
+                        x0 + 3,
+                        by + 1.5,
+                        "not observed",
+                        fontName=ITALIC,
+                        fontSize=VALUE_SIZE,
+                        fillColor=colors.HexColor("#777777"),
+                    )
+                )
                 continue
             end = scale.x(value)
             if end > x0:
-                d.add(Rect(x0, by + 0.5, end - x0, bar_h - 1,
-                           fillColor=colors.HexColor(s.colour), strokeColor=None))
-            d.add(String(end + 3, by + 1.5, value_text(value, chart.unit), fontName=FONT,
-                         fontSize=VALUE_SIZE))
+                d.add(
+                    Rect(
+                        x0,
+                        by + 0.5,
+                        end - x0,
+                        bar_h - 1,
+                        fillColor=colors.HexColor(s.colour),
+                        strokeColor=None,
+                    )
+                )
+            d.add(
+                String(
+                    end + 3,
+                    by + 1.5,
+                    value_text(value, chart.unit),
+                    fontName=FONT,
+                    fontSize=VALUE_SIZE,
+                )
+            )
     return d

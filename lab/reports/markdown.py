@@ -177,8 +177,7 @@ def _figures(run: RunResult) -> list[str]:
         ]
     if not charts.overhead_charts(run):
         lines += [
-            "Tracing overhead: not observed (no scenario has both an untraced and a traced "
-            "pass).",
+            "Tracing overhead: not observed (no scenario has both an untraced and a traced pass).",
             "",
         ]
     for chart in found:

@@ -98,8 +98,7 @@ GENERAL_LIMITS: tuple[str, ...] = (
     "traces are separate artifacts with their own clocks.",
     "The seeded behaviors check the instrument. They do not measure how often an agent "
     "introduces such defects.",
-    "The fixture omits TLS, compression, multi-file snapshots and source changes during "
-    "transfer.",
+    "The fixture omits TLS, compression, multi-file snapshots and source changes during transfer.",
 )
 
 #: Environment keys never shown in a report (identifying the host is not evidence).
@@ -463,21 +462,27 @@ def verifier_table(scenario: ScenarioResult) -> Table:
         ["matches source", *(fmt(i.verifier.matches_source) for i in invs)],
         [
             "backup SHA-256",
-            *(fmt(i.verifier.backup_sha256) if i.verifier.backup_exists else "no backup"
-              for i in invs),
+            *(
+                fmt(i.verifier.backup_sha256) if i.verifier.backup_exists else "no backup"
+                for i in invs
+            ),
         ],
         ["source SHA-256", *(fmt(i.verifier.source_sha256) for i in invs)],
         [
             "backup size",
-            *(fmt(i.verifier.backup_size) if i.verifier.backup_exists else "no backup"
-              for i in invs),
+            *(
+                fmt(i.verifier.backup_size) if i.verifier.backup_exists else "no backup"
+                for i in invs
+            ),
         ],
         ["checked at", *(fmt(i.verifier.checked_at) for i in invs)],
     ]
     notes: list[str] = []
     primary = scenario.primary
     if primary is not None and primary.preload_sha256 is not None:
-        notes.append(f"Older backup pre-loaded before the first invocation: {primary.preload_sha256}")
+        notes.append(
+            f"Older backup pre-loaded before the first invocation: {primary.preload_sha256}"
+        )
     return Table(_header(scenario, "verifier check"), rows, notes)
 
 
@@ -665,16 +670,18 @@ def _clause_counts(counts: Mapping[str, Any] | None, n: int) -> str:
     if not counts:
         return NOT_RECORDED
     parts = [
-        f"{int(counts.get(outcome, 0))} {outcome}"
+        f"{int(counts.get(outcome, 0))}/{n} {outcome}"
         for outcome in ("pass", "fail", "not-observed")
         if int(counts.get(outcome, 0))
     ]
-    return f"{', '.join(parts)} (of {n})" if parts else f"none of {n}"
+    return "\n".join(parts) if parts else f"none of {n}"
 
 
 def _spread(stats: Any) -> str:
     if not isinstance(stats, Mapping) or stats.get("median") is None:
         return NOT_RECORDED
+    if stats.get("min") == stats.get("max"):
+        return fmt_seconds(stats.get("median"))
     return (
         f"{fmt_seconds(stats.get('median'))} "
         f"({fmt_seconds(stats.get('min'))} - {fmt_seconds(stats.get('max'))})"
@@ -730,7 +737,8 @@ def repetition_table(run: RunResult, name: str) -> Table:
             [
                 str(s.repetition),
                 *(s.verdicts[c].observed if c in s.verdicts else NOT_RECORDED for c in CLAUSES),
-                f"{cal.met}/{cal.total} met, {cal.not_met} not met, {cal.not_observed} n/o",
+                f"{cal.met}/{cal.total} met, {cal.not_met} not met, "
+                f"{cal.not_observed} not observed",
                 fmt_seconds(wall),
                 s.error or "-",
             ]
@@ -838,7 +846,9 @@ def evaluation_timing_table(evaluation: Mapping[str, Any]) -> Table | None:
         "Untraced repeated runs only; ratio = candidate median / baseline median "
         f"({fmt(reps)} repetitions each). Below 1.00x the candidate is faster."
     ]
-    return Table(["timing", "baseline median (range)", "candidate median (range)", "ratio"], rows, notes)
+    return Table(
+        ["timing", "baseline median (range)", "candidate median (range)", "ratio"], rows, notes
+    )
 
 
 def evaluation_clause_table(evaluation: Mapping[str, Any]) -> Table | None:

@@ -55,6 +55,8 @@ class LoopbackReceiver:
 
     #: transfer number (1-based) -> drop the connection after this many payload bytes
     drop_after: dict[int, int] = field(default_factory=dict)
+    #: transfer number (1-based) -> answer this ERR line after the whole payload instead
+    refuse: dict[int, str] = field(default_factory=dict)
     max_size: int = 256 * 1024 * 1024
     store: dict[str, bytes] = field(default_factory=dict)
     connections: int = 0
@@ -125,6 +127,11 @@ class LoopbackReceiver:
             return
         if len(payload) < size:
             transfer.answer = "ERR short-payload"
+            return
+        refusal = self.refuse.get(len(self.transfers))
+        if refusal is not None:
+            transfer.answer = refusal
+            conn.sendall(refusal.encode("ascii") + b"\n")
             return
         if hashlib.sha256(payload).hexdigest() != digest:
             transfer.answer = "ERR digest-mismatch"
@@ -227,7 +234,7 @@ def source(tmp_path: Path) -> Path:
 
 
 @dataclass
-class Invocation:
+class ClientRun:
     done: Completed
     events: list[dict[str, Any]]
     trace: Path | None
@@ -246,7 +253,7 @@ class Invocation:
 
 def invoke(
     client: Path, tmp_path: Path, *args: str, strace: str | None = None, tag: str = "inv"
-) -> Invocation:
+) -> ClientRun:
     """Run the client (under strace when ``strace`` names the syscalls to trace)."""
     argv = [str(client), *args]
     trace = None
@@ -271,7 +278,7 @@ def invoke(
     assert events[-1]["event"] == "complete"
     # exits 0 exactly when it claims success
     assert (done.exit_status == 0) == (events[-1]["status"] == "ok")
-    return Invocation(done=done, events=events, trace=trace)
+    return ClientRun(done=done, events=events, trace=trace)
 
 
 def backup_args(source: Path, receiver: LoopbackReceiver, *extra: str) -> list[str]:
@@ -421,6 +428,36 @@ def test_too_large_is_final_without_retry(client: Path, tmp_path: Path, source: 
     assert done.exit_status == 1
     assert "too-large" in done.completion["reason"]
     assert len(receiver.transfers) == 1
+
+
+@pytest.mark.parametrize(
+    ("refusal", "retried"),
+    [
+        ("ERR timeout payload stalled", True),
+        ("ERR short-payload payload ended early", True),
+        ("ERR internal could not commit", False),
+        ("ERR bad-request malformed", False),
+        ("ERR timeouts-are-not-timeout made-up code", False),
+    ],
+)
+def test_transient_errors_are_retried_and_others_are_final(
+    client: Path, tmp_path: Path, source: Path, refusal: str, retried: bool
+) -> None:
+    receiver = LoopbackReceiver(refuse={1: refusal})
+    try:
+        done = invoke(client, tmp_path, *backup_args(source, receiver))
+    finally:
+        receiver.close()
+    results = [u["result"] for u in done.named("upload")]
+    if retried:
+        assert results == ["rejected", "ok"]
+        assert done.exit_status == 0
+        assert sha256(source) in receiver.store
+    else:
+        assert results == ["rejected"]
+        assert done.exit_status == 1
+        assert refusal in done.completion["reason"]
+        assert receiver.store == {}
 
 
 def test_unreachable_receiver_fails_honestly(client: Path, tmp_path: Path, source: Path) -> None:

@@ -266,6 +266,38 @@ def capture_bpftrace(source: Path, program: Path, native: Path | None) -> dict[s
     run_one("program", program, source, extra, "NO")
     nohash = WORK / "traced_program_nohash"
     run_one("program_no_hash_file", nohash, source, ["--hashes", "3"], "YES")
+
+    # bpftrace refusing to start: the template's uprobes, unpruned, on a binary without
+    # hash_file (what would happen without the symbol check).
+    ctx = context("bt-start-failure", source, 0)
+    script = ctx.out_dir / "unpruned.bt"
+    template = (ROOT / "probes" / "client.bt").read_text()
+    script.write_text(template.replace("__BINARY__", str(nohash)))
+    done = run_traced(
+        ["bpftrace", "-o", str(ctx.out_dir / "out.txt"), str(script), "-c", str(nohash)],
+        ctx,
+        "bpftrace",
+    )
+    shutil.copyfile(ctx.out_dir / "out.txt", BPF_ASSETS / "start_failure.txt")
+    shutil.copyfile(ctx.out_dir / "client.stderr", BPF_ASSETS / "start_failure.stderr")
+    records["start_failure"] = {"exit_status": done.exit_status}
+
+    # bpftrace killed mid-run (SIGKILL to its process group): no END marker, no maps.
+    ctx = context("bt-killed", source, 0)
+    sleep = Path(shutil.which("sleep") or "/bin/sleep").resolve()
+    ctx.client_path = sleep
+    argv = tracer.wrap([str(sleep), "30"], ctx)
+    with procs.Background(
+        argv,
+        purpose="fixture capture (bpftrace killed)",
+        log=ctx.log,
+        stdout=ctx.out_dir / "client.stdout",
+        stop_signal=signal.SIGKILL,
+    ):
+        time.sleep(4)
+    shutil.copyfile(ctx.out_dir / "bpftrace.txt", BPF_ASSETS / "killed.txt")
+    records["killed"] = {"exit_status": None}
+
     if native is not None:
         big = WORK / "source512k.bin"  # no space: bpftrace -c splits on spaces
         make_source(big, 524288)

@@ -171,7 +171,9 @@ def _invocation(
     observed: dict[str, dict[str, Any]] = {
         "packets": {
             "packets": 0 if connects == 0 else 10 * connects + 4 * (spec.payload // 65_536),
-            "received_by_filter": 0 if connects == 0 else 10 * connects + 4 * (spec.payload // 65_536),
+            "received_by_filter": 0
+            if connects == 0
+            else 10 * connects + 4 * (spec.payload // 65_536),
             "dropped_by_kernel": 0,
             "dropped_by_interface": 0,
             "payload_bytes_to_receiver": sent,
@@ -316,17 +318,39 @@ SPECS: list[ScenarioSpec] = [
         "false-success",
         "Prints a completion event and exits 0 without uploading anything.",
         (
-            _second(connections=0, have_answers=[], held=False, backup_exists=False,
-                    backup_sha=None, hash_calls=0, source_bytes=0, switches_out=1,
-                    wall_s=0.0009, cpu_s=0.0007, perf_samples=3,
-                    top_symbols=_symbols(("_dl_relocate_object", "ld-linux-x86-64.so.2", 66.7, 66.7),
-                                         ("main", "backup-client", 33.3, 33.3)),
-                    top_client_symbol="main"),
-            _second(connections=0, have_answers=[], held=False, backup_exists=False,
-                    backup_sha=None, hash_calls=0, source_bytes=0, switches_out=1,
-                    wall_s=0.0008, cpu_s=0.0006, perf_samples=2,
-                    top_symbols=_symbols(("_dl_relocate_object", "ld-linux-x86-64.so.2", 100.0, 100.0)),
-                    top_client_symbol="main"),
+            _second(
+                connections=0,
+                have_answers=[],
+                held=False,
+                backup_exists=False,
+                backup_sha=None,
+                hash_calls=0,
+                source_bytes=0,
+                switches_out=1,
+                wall_s=0.0009,
+                cpu_s=0.0007,
+                perf_samples=3,
+                top_symbols=_symbols(
+                    ("_dl_relocate_object", "ld-linux-x86-64.so.2", 66.7, 66.7),
+                    ("main", "backup-client", 33.3, 33.3),
+                ),
+                top_client_symbol="main",
+            ),
+            _second(
+                connections=0,
+                have_answers=[],
+                held=False,
+                backup_exists=False,
+                backup_sha=None,
+                hash_calls=0,
+                source_bytes=0,
+                switches_out=1,
+                wall_s=0.0008,
+                cpu_s=0.0006,
+                perf_samples=2,
+                top_symbols=_symbols(("_dl_relocate_object", "ld-linux-x86-64.so.2", 100.0, 100.0)),
+                top_client_symbol="main",
+            ),
         ),
         {
             "C1": ("fail", "fail", ["verifier"], "The verifier found no saved backup."),
@@ -336,7 +360,12 @@ SPECS: list[ScenarioSpec] = [
                 ["client", "verifier"],
                 "Both invocations exited 0 with status ok, but the verifier found no backup.",
             ),
-            "C4": ("pass", "pass", ["receiver"], "No upload was attempted and none was interrupted."),
+            "C4": (
+                "pass",
+                "pass",
+                ["receiver"],
+                "No upload was attempted and none was interrupted.",
+            ),
         },
         [
             ("verifier", 2, "backup_exists", False, False),
@@ -350,10 +379,24 @@ SPECS: list[ScenarioSpec] = [
         "hash-storm",
         "Hashes the whole source 256 times per invocation; the backup is still correct.",
         (
-            _first(hash_calls=256, source_bytes=256 * SIZE, switches_out=5, wall_s=0.4163,
-                   cpu_s=0.4104, perf_samples=1641, top_symbols=STORM_SYMBOLS),
-            _second(hash_calls=256, source_bytes=256 * SIZE, switches_out=4, wall_s=0.4121,
-                    cpu_s=0.4087, perf_samples=1633, top_symbols=STORM_SYMBOLS),
+            _first(
+                hash_calls=256,
+                source_bytes=256 * SIZE,
+                switches_out=5,
+                wall_s=0.4163,
+                cpu_s=0.4104,
+                perf_samples=1641,
+                top_symbols=STORM_SYMBOLS,
+            ),
+            _second(
+                hash_calls=256,
+                source_bytes=256 * SIZE,
+                switches_out=4,
+                wall_s=0.4121,
+                cpu_s=0.4087,
+                perf_samples=1633,
+                top_symbols=STORM_SYMBOLS,
+            ),
         ),
         {},
         [
@@ -368,10 +411,24 @@ SPECS: list[ScenarioSpec] = [
         "busy-spin",
         "Spins in busy_wait before deciding; the backup is still correct.",
         (
-            _first(busy_wait_calls=1, wall_s=0.2658, cpu_s=0.2611, perf_samples=1046,
-                   top_symbols=SPIN_SYMBOLS, top_client_symbol="busy_wait", switches_out=9),
-            _second(busy_wait_calls=1, wall_s=0.2617, cpu_s=0.2594, perf_samples=1037,
-                    top_symbols=SPIN_SYMBOLS, top_client_symbol="busy_wait", switches_out=8),
+            _first(
+                busy_wait_calls=1,
+                wall_s=0.2658,
+                cpu_s=0.2611,
+                perf_samples=1046,
+                top_symbols=SPIN_SYMBOLS,
+                top_client_symbol="busy_wait",
+                switches_out=9,
+            ),
+            _second(
+                busy_wait_calls=1,
+                wall_s=0.2617,
+                cpu_s=0.2594,
+                perf_samples=1037,
+                top_symbols=SPIN_SYMBOLS,
+                top_client_symbol="busy_wait",
+                switches_out=8,
+            ),
         ),
         {},
         [
@@ -405,8 +462,14 @@ SPECS: list[ScenarioSpec] = [
         "interrupted-transfer",
         "Baseline client; the receiver drops the first transfer after 65,536 payload bytes.",
         (
-            _first(connections=3, payload=SIZE + 65_536, attempts=2, dropped=1,
-                   decisions=["dropped-by-fault", "committed"], wall_s=0.0213),
+            _first(
+                connections=3,
+                payload=SIZE + 65_536,
+                attempts=2,
+                dropped=1,
+                decisions=["dropped-by-fault", "committed"],
+                wall_s=0.0213,
+            ),
             _second(),
         ),
         {
@@ -428,14 +491,32 @@ SPECS: list[ScenarioSpec] = [
         "corrupt-payload",
         "With an older backup saved, sends payloads that differ from their advertised digest.",
         (
-            _first(exit_status=1, held=False, committed=False, rejected=1,
-                   decisions=["digest-mismatch"], backup_sha=OLDER_SHA,
-                   completion={"event": "complete", "status": "failed",
-                               "reason": "receiver rejected upload: digest-mismatch"}),
-            _first(exit_status=1, held=False, committed=False, rejected=1,
-                   decisions=["digest-mismatch"], backup_sha=OLDER_SHA,
-                   completion={"event": "complete", "status": "failed",
-                               "reason": "receiver rejected upload: digest-mismatch"}),
+            _first(
+                exit_status=1,
+                held=False,
+                committed=False,
+                rejected=1,
+                decisions=["digest-mismatch"],
+                backup_sha=OLDER_SHA,
+                completion={
+                    "event": "complete",
+                    "status": "failed",
+                    "reason": "receiver rejected upload: digest-mismatch",
+                },
+            ),
+            _first(
+                exit_status=1,
+                held=False,
+                committed=False,
+                rejected=1,
+                decisions=["digest-mismatch"],
+                backup_sha=OLDER_SHA,
+                completion={
+                    "event": "complete",
+                    "status": "failed",
+                    "reason": "receiver rejected upload: digest-mismatch",
+                },
+            ),
         ),
         {
             "C1": (
@@ -461,7 +542,13 @@ SPECS: list[ScenarioSpec] = [
         [
             ("receiver", 1, "rejected_uploads", 1, 1),
             ("receiver", 2, "rejected_uploads", 1, 1),
-            ("verifier", 2, "backup_sha256", "the pre-loaded older backup", "the pre-loaded older backup"),
+            (
+                "verifier",
+                2,
+                "backup_sha256",
+                "the pre-loaded older backup",
+                "the pre-loaded older backup",
+            ),
         ],
         preload=OLDER_SHA,
     ),
@@ -470,8 +557,14 @@ SPECS: list[ScenarioSpec] = [
         "Ignores the receiver's YES and re-uploads on the unchanged second run.",
         (
             _first(),
-            _second(connections=2, payload=SIZE, attempts=1, committed=True,
-                    decisions=["committed"], wall_s=0.0139),
+            _second(
+                connections=2,
+                payload=SIZE,
+                attempts=1,
+                committed=True,
+                decisions=["committed"],
+                wall_s=0.0139,
+            ),
         ),
         {
             "C2": (
@@ -519,11 +612,12 @@ def _scenario(
         else:
             evidence, reason = DEFAULT_REASONS[clause]
             expected, observed = "pass", "pass"
-        evidence = [e for e in evidence if e not in ("strace", "bpftrace", "perf") or e in collectors]
+        evidence = [
+            e for e in evidence if e not in ("strace", "bpftrace", "perf") or e in collectors
+        ]
         verdicts[clause] = Verdict(expected, observed, evidence, reason)
     findings = [
-        Finding(obs, inv, key, exp, got, exp == got)
-        for obs, inv, key, exp, got in spec.findings
+        Finding(obs, inv, key, exp, got, exp == got) for obs, inv, key, exp, got in spec.findings
     ]
     wall = sum(i.claim.wall_s for p in passes for i in p.invocations) + 0.35 * len(passes)
     return ScenarioResult(
@@ -593,8 +687,10 @@ def aggregate_of(scenarios: list[ScenarioResult]) -> list[dict[str, Any]]:
     for name in names:
         reps = [s for s in scenarios if s.name == name]
         clauses = {
-            c: {o: sum(1 for s in reps if c in s.verdicts and s.verdicts[c].observed == o)
-                for o in ("pass", "fail", "not-observed")}
+            c: {
+                o: sum(1 for s in reps if c in s.verdicts and s.verdicts[c].observed == o)
+                for o in ("pass", "fail", "not-observed")
+            }
             for c in CLAUSES
         }
         walls = [sum(i.claim.wall_s for i in s.primary.invocations) for s in reps if s.primary]
@@ -605,11 +701,18 @@ def aggregate_of(scenarios: list[ScenarioResult]) -> list[dict[str, Any]]:
                 "repetitions": len(reps),
                 "clauses": clauses,
                 "calibration": {
-                    "met_repetitions": sum(1 for s in reps if s.calibration.not_met == 0
-                                           and s.calibration.not_observed == 0),
+                    "met_repetitions": sum(
+                        1
+                        for s in reps
+                        if s.calibration.not_met == 0 and s.calibration.not_observed == 0
+                    ),
                     "total": len(reps),
                 },
-                "wall_s": {"median": statistics.median(walls), "min": min(walls), "max": max(walls)},
+                "wall_s": {
+                    "median": statistics.median(walls),
+                    "min": min(walls),
+                    "max": max(walls),
+                },
                 "cpu_s": {"median": statistics.median(cpus), "min": min(cpus), "max": max(cpus)},
             }
         )
@@ -645,9 +748,7 @@ def _run(scenarios: list[ScenarioResult], observers_available: bool, **options: 
 
 def build_sample_run() -> RunResult:
     collectors = ["none", "strace", "bpftrace", "perf"]
-    scenarios = [
-        _scenario(spec, 1, collectors, 40_000 + 100 * n) for n, spec in enumerate(SPECS)
-    ]
+    scenarios = [_scenario(spec, 1, collectors, 40_000 + 100 * n) for n, spec in enumerate(SPECS)]
     return _run(scenarios, True)
 
 
@@ -672,9 +773,17 @@ def build_degraded_run() -> RunResult:
             "rule out other destinations.",
         )
         s.findings = [
-            f if f.observer in ("receiver", "decoy", "verifier")
-            else Finding(f.observer, f.invocation, f.key, f.expected, None, None,
-                         f"{f.observer} unavailable: {_observers(False)[f.observer].reason}")
+            f
+            if f.observer in ("receiver", "decoy", "verifier")
+            else Finding(
+                f.observer,
+                f.invocation,
+                f.key,
+                f.expected,
+                None,
+                None,
+                f"{f.observer} unavailable: {_observers(False)[f.observer].reason}",
+            )
             for f in s.findings
         ]
         scenarios.append(s)
@@ -691,7 +800,7 @@ def build_repeated_run() -> RunResult:
     by_name = {s.name: s for s in SPECS}
     scenarios: list[ScenarioResult] = []
     for rep in (1, 2, 3):
-        overrides = None
+        overrides: dict[str, tuple[Outcome, Outcome, list[str], str]] | None = None
         if rep == 2:
             overrides = {
                 "C3": (

@@ -1,0 +1,263 @@
+"""The packet collector's parsers, on pcaps captured here with tcpdump 4.99 on loopback.
+
+Each fixture (tests/assets/packets/<name>.pcap + <name>.stderr.txt) holds one exchange:
+3000 payload bytes to the receiver port 40111 (answer "OK\\n", 3 bytes), 11 TCP payload
+bytes to the decoy port 40112 (no answer), then one 5-byte UDP datagram to the decoy port.
+``lo-en10mb`` is ``tcpdump -i lo``; ``any-sll2`` is ``-i any`` (Linux cooked v2, and it
+happened to drop 2 packets in the kernel); ``any-sll`` is ``-i any -y LINUX_SLL``.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import socket
+import struct
+from collections.abc import Callable
+from pathlib import Path
+
+import dpkt
+import pytest
+
+from lab.collectors.base import InvocationContext
+from lab.collectors.packets import (
+    DLT_EN10MB,
+    DLT_LINUX_SLL,
+    DLT_LINUX_SLL2,
+    DLT_NULL,
+    PacketCapture,
+    capture_filter,
+    capture_wanted,
+    parse_counters,
+    read_pcap,
+    summarize_packets,
+)
+from lab.errors import CollectorError
+from lab.model import ObserverStatus
+from lab.procs import CommandLog, Completed
+
+R, D = 40111, 40112
+
+
+def _pcap(assets: Path, name: str) -> bytes:
+    return (assets / "packets" / f"{name}.pcap").read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("name", "dlt", "packets", "to_receiver_packets"),
+    [
+        ("lo-en10mb", DLT_EN10MB, 19, 6),
+        ("any-sll", DLT_LINUX_SLL, 19, 6),
+        ("any-sll2", DLT_LINUX_SLL2, 18, 5),
+    ],
+)
+def test_payload_bytes_per_port_and_direction(
+    assets: Path, name: str, dlt: int, packets: int, to_receiver_packets: int
+) -> None:
+    link, parsed = read_pcap(_pcap(assets, name))
+    assert link == dlt
+    s = summarize_packets(parsed, R, D, [R, D])
+    assert s["packets"] == packets
+    assert s["payload_bytes_to_receiver"] == 3000
+    assert s["payload_bytes_from_receiver"] == 3
+    assert s["payload_bytes_to_decoy"] == 11 + 5
+    assert s["payload_bytes_from_decoy"] == 0
+    assert s["connections_to_receiver"] == 1
+    assert s["connections_to_decoy"] == 1
+    assert s["destinations"] == ["127.0.0.1:40111", "127.0.0.1:40112"]
+    assert s["retransmitted_segments"] == 0
+    to_receiver = next(f for f in s["flows"] if f["port"] == R and f["direction"] == "to")
+    assert to_receiver == {
+        "port": R,
+        "role": "receiver",
+        "direction": "to",
+        "packets": to_receiver_packets,
+        "payload_bytes": 3000,
+    }
+
+
+def _rewrite(data: bytes, linktype: int, frame: Callable[[bytes], bytes]) -> bytes:
+    out = io.BytesIO()
+    writer = dpkt.pcap.Writer(out, linktype=linktype)
+    for ts, buf in dpkt.pcap.Reader(io.BytesIO(data)):
+        writer.writepkt(frame(buf), ts=ts)
+    return out.getvalue()
+
+
+def test_dlt_null_is_parsed(assets: Path) -> None:
+    # BSD loopback framing: a 4-byte host-order address family instead of Ethernet.
+    null = _rewrite(
+        _pcap(assets, "lo-en10mb"),
+        DLT_NULL,
+        lambda buf: struct.pack("=I", socket.AF_INET) + buf[14:],
+    )
+    link, parsed = read_pcap(null)
+    assert link == DLT_NULL
+    s = summarize_packets(parsed, R, D, [R, D])
+    assert (s["packets"], s["payload_bytes_to_receiver"], s["payload_bytes_to_decoy"]) == (
+        19,
+        3000,
+        16,
+    )
+
+
+def test_retransmitted_segment_is_counted_once(assets: Path) -> None:
+    data = _pcap(assets, "lo-en10mb")
+    frames = list(dpkt.pcap.Reader(io.BytesIO(data)))
+    out = io.BytesIO()
+    writer = dpkt.pcap.Writer(out, linktype=DLT_EN10MB)
+    for ts, buf in frames:
+        writer.writepkt(buf, ts=ts)
+        tcp = dpkt.ethernet.Ethernet(buf).data.data
+        if isinstance(tcp, dpkt.tcp.TCP) and len(tcp.data) == 3000:
+            writer.writepkt(buf, ts=ts + 0.2)  # the same segment again
+    _, parsed = read_pcap(out.getvalue())
+    s = summarize_packets(parsed, R, D, [R, D])
+    assert s["packets"] == 20
+    assert s["retransmitted_segments"] == 1
+    assert s["payload_bytes_to_receiver"] == 3000
+
+
+def test_ipv6_destination_is_bracketed() -> None:
+    tcp = dpkt.tcp.TCP(sport=50000, dport=R, flags=dpkt.tcp.TH_SYN, seq=1)
+    ip6 = dpkt.ip6.IP6(
+        src=socket.inet_pton(socket.AF_INET6, "::1"),
+        dst=socket.inet_pton(socket.AF_INET6, "::1"),
+        nxt=dpkt.ip.IP_PROTO_TCP,
+        hlim=64,
+        data=tcp,
+        plen=len(bytes(tcp)),
+    )
+    eth = dpkt.ethernet.Ethernet(type=dpkt.ethernet.ETH_TYPE_IP6, data=ip6)
+    out = io.BytesIO()
+    dpkt.pcap.Writer(out, linktype=DLT_EN10MB).writepkt(bytes(eth), ts=1.0)
+    _, parsed = read_pcap(out.getvalue())
+    s = summarize_packets(parsed, R, D, [R, D])
+    assert s["destinations"] == ["[::1]:40111"]
+    assert s["connections_to_receiver"] == 1
+
+
+def test_counters_from_tcpdump_stderr(assets: Path) -> None:
+    text = (assets / "packets" / "any-sll2.stderr.txt").read_text()
+    assert parse_counters(text) == {
+        "captured": 18,
+        "received_by_filter": 38,
+        "dropped_by_kernel": 2,
+        "dropped_by_interface": None,
+    }
+    singular = "1 packet captured\n1 packet received by filter\n0 packets dropped by kernel\n"
+    singular += "3 packets dropped by interface\n"
+    assert parse_counters(singular) == {
+        "captured": 1,
+        "received_by_filter": 1,
+        "dropped_by_kernel": 0,
+        "dropped_by_interface": 3,
+    }
+
+
+def _ctx(tmp_path: Path) -> InvocationContext:
+    out = tmp_path / "inv1"
+    out.mkdir()
+    return InvocationContext(
+        run_dir=tmp_path,
+        out_dir=out,
+        client_path=tmp_path / "client",
+        source_path=tmp_path / "source.bin",
+        source_size=3000,
+        receiver_port=R,
+        decoy_port=D,
+        invocation=1,
+        log=CommandLog(tmp_path / "commands.jsonl", root=tmp_path),
+    )
+
+
+def _completed(status: int | None = 0, signal: int | None = None) -> Completed:
+    return Completed(
+        argv=["tcpdump"],
+        purpose="test",
+        exit_status=status,
+        duration_s=1.0,
+        stdout_path=None,
+        stderr_path=None,
+        started_at=0.0,
+        killed_by_signal=signal,
+    )
+
+
+def test_collect_from_kept_files(assets: Path, tmp_path: Path) -> None:
+    ctx = _ctx(tmp_path)
+    shutil.copy(assets / "packets" / "lo-en10mb.pcap", ctx.out_dir / "capture.pcap")
+    shutil.copy(assets / "packets" / "lo-en10mb.stderr.txt", ctx.out_dir / "tcpdump.stderr.txt")
+    out = PacketCapture(ctx).collect(_completed())
+    assert out.error is None
+    assert out.summary is not None
+    s = out.summary
+    assert (s["captured"], s["packets"], s["received_by_filter"]) == (19, 19, 38)
+    assert (s["dropped_by_kernel"], s["dropped_by_interface"]) == (0, 0)
+    assert s["payload_bytes_to_receiver"] == 3000
+    assert s["filter"] == "(tcp or udp) and (port 40111 or port 40112)"
+    assert out.artifacts == [
+        "inv1/capture-summary.txt",
+        "inv1/capture.pcap",
+        "inv1/tcpdump.stderr.txt",
+    ]
+    lines = (ctx.out_dir / "capture-summary.txt").read_text().splitlines()
+    assert len(lines) == 19
+    assert lines[3] == "1795968356.373200 tcp 127.0.0.1:50172 -> 127.0.0.1:40111 [P.] payload 3000"
+    assert lines[-1] == "1795968356.373705 udp 127.0.0.1:35442 -> 127.0.0.1:40112 payload 5"
+
+
+def test_collect_without_counters_is_an_error(assets: Path, tmp_path: Path) -> None:
+    ctx = _ctx(tmp_path)
+    shutil.copy(assets / "packets" / "lo-en10mb.pcap", ctx.out_dir / "capture.pcap")
+    (ctx.out_dir / "tcpdump.stderr.txt").write_text("tcpdump: listening on lo\n")
+    out = PacketCapture(ctx).collect(_completed(None, 9))
+    assert out.summary is None
+    assert out.error == "tcpdump was killed by signal 9 without reporting its packet counters"
+
+
+def test_collect_truncated_pcap_is_an_error(assets: Path, tmp_path: Path) -> None:
+    ctx = _ctx(tmp_path)
+    (ctx.out_dir / "capture.pcap").write_bytes(b"\x00\x01garbage")
+    shutil.copy(assets / "packets" / "lo-en10mb.stderr.txt", ctx.out_dir / "tcpdump.stderr.txt")
+    out = PacketCapture(ctx).collect(_completed())
+    assert out.summary is None
+    assert out.error is not None and out.error.startswith("capture.pcap could not be parsed")
+
+
+def test_filter_covers_tcp_and_udp_on_every_port() -> None:
+    assert capture_filter([1, 2, 3]) == "(tcp or udp) and (port 1 or port 2 or port 3)"
+
+
+def test_packets_mode_decision() -> None:
+    ok = ObserverStatus(True)
+    missing = ObserverStatus(False, "tcpdump is not installed or not on PATH.")
+    assert capture_wanted("required", ok) is True
+    assert capture_wanted("best-effort", ok) is True
+    assert capture_wanted("off", ok) is False
+    assert capture_wanted("best-effort", missing) is False
+    with pytest.raises(CollectorError) as err:
+        capture_wanted("required", missing)
+    assert str(err.value) == (
+        "packet capture is required (--packets required) but tcpdump is not installed "
+        "or not on PATH."
+    )
+    with pytest.raises(CollectorError, match="not a packet mode"):
+        capture_wanted("sometimes", ok)
+
+
+def test_probe_names_the_package_when_tcpdump_is_missing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    status = PacketCapture.probe()
+    assert not status.available
+    assert status.reason is not None
+    assert "tcpdump is not installed" in status.reason
+    assert "install the Debian package 'tcpdump'" in status.reason
+
+
+def test_stop_before_start_is_an_error(tmp_path: Path) -> None:
+    out = PacketCapture(_ctx(tmp_path)).stop()
+    assert out.summary is None
+    assert out.error == "packet capture was never started"
