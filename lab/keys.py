@@ -277,6 +277,8 @@ def looks_like_private_key(data: bytes) -> bool:
         return True
     lines = data.splitlines()
     if len(lines) >= 2 and lines[0].startswith(COMMENT_PREFIX.encode()):
+        if b"secret key" in lines[0]:  # signify's and minisign's own comment for secret keys
+            return True
         try:
             blob = base64.b64decode(lines[1].strip(), validate=True)
         except (binascii.Error, ValueError):
@@ -294,7 +296,7 @@ def inside_run_directory(path: Path) -> Path | None:
     for candidate in (resolved, *resolved.parents):
         if any((candidate / marker).exists() for marker in RUN_DIR_MARKERS):
             return candidate
-        if candidate.parent.name == "artifacts":
+        if candidate.name == "artifacts" or candidate.parent.name == "artifacts":
             return candidate
     return None
 

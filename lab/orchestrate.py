@@ -66,7 +66,8 @@ def plan_passes(
 ) -> tuple[list[str], dict[str, str]]:
     """The passes to run and, for every collector that will not run, why."""
     if collector not in COLLECTOR_CHOICES:
-        raise UsageError(f"--collector {collector!r} is unknown; one of {', '.join(COLLECTOR_CHOICES)}.")
+        known = ", ".join(COLLECTOR_CHOICES)
+        raise UsageError(f"--collector {collector!r} is unknown; one of {known}.")
     wanted = list(PROCESS_COLLECTORS) if collector == "all" else [collector]
     passes = ["none"]
     skipped: dict[str, str] = {}
@@ -98,36 +99,39 @@ def write_results(run: RunResult, run_dir: Path) -> None:
     (run_dir / "results.json").write_text(text, encoding="utf-8")
 
 
-def execute(request: RunRequest, *, say: Callable[[str], None]) -> RunOutcome:
+@dataclass
+class Setup:
+    """What every run needs before its first pass: observers, passes, the signer."""
+
+    observers: dict[str, ObserverStatus]
+    passes: list[str]
+    skipped: dict[str, str]
+    facts: dict[str, Any]
+    actions: list[str]
+    signer: Any | None  # lab.signing.Signer
+
+
+def setup(collector: str, packets: str, *, archive: bool, say: Callable[[str], None]) -> Setup:
     from lab import doctor as doctor_mod
 
-    if request.packets not in PACKET_CHOICES:
-        raise UsageError(f"--packets {request.packets!r} is unknown; one of {', '.join(PACKET_CHOICES)}.")
-    if request.repetitions < 1:
-        raise UsageError("--repetitions must be at least 1.")
-    if request.size < 1:
-        raise UsageError("--size must be at least 1 byte.")
-    scenarios_dir = request.scenarios_dir or REPO / "scenarios"
-    chosen = scenario.select(scenarios_dir, request.names, request.everything)
-    client = request.client or REPO / "native" / "backup-client"
-
+    if packets not in PACKET_CHOICES:
+        raise UsageError(f"--packets {packets!r} is unknown; one of {', '.join(PACKET_CHOICES)}.")
     doc = doctor_mod.check(mount=True)
     for action in doc.actions:
         say(action)
     observers = doc.observers
-    passes, skipped = plan_passes(request.collector, observers)
-    if request.packets == "required" and not observers["packets"].available:
+    passes, skipped = plan_passes(collector, observers)
+    if packets == "required" and not observers["packets"].available:
         raise CollectorError(
             f"packet capture is required but unavailable: {observers['packets'].reason}; "
             "rerun with --packets best-effort or fix it (python -m lab doctor)."
         )
-    if request.packets == "off":
+    if packets == "off":
         skipped["packets"] = "packet capture off (--packets off)"
     elif not observers["packets"].available:
         skipped["packets"] = f"unavailable: {observers['packets'].reason}"
-
     signer = None
-    if request.archive:
+    if archive:
         from lab.signing import Signer
 
         signer = Signer.from_env()
@@ -136,69 +140,109 @@ def execute(request: RunRequest, *, say: Callable[[str], None]) -> RunOutcome:
                 "No signing key configured (LAB_SIGNING_KEY): this run is signed with an "
                 "ephemeral key, so the archive proves integrity but not authenticity."
             )
+    return Setup(observers, passes, skipped, dict(doc.facts), list(doc.actions), signer)
+
+
+def make_result(
+    *,
+    run_id: str,
+    started: str,
+    options: dict[str, Any],
+    prepared: Setup,
+    packets: str,
+    scenario_results: list[Any],
+    client: Path,
+) -> RunResult:
+    statuses = {
+        name: ObserverStatus(
+            available=status.available,
+            reason=status.reason,
+            detail={
+                **status.detail,
+                "used": name in prepared.passes
+                or (name == "packets" and packets != "off" and status.available),
+            },
+        )
+        for name, status in prepared.observers.items()
+    }
+    tool_versions = {k: v for k, v in prepared.facts.get("tool_versions", {}).items() if v}
+    result = RunResult(
+        run_id=run_id,
+        started_at=started,
+        finished_at=now_rfc3339(),
+        options={**options, "passes": prepared.passes, "lab_version": __version__},
+        observers=statuses,
+        environment=identity.environment(REPO, client, tool_versions),
+        scenarios=scenario_results,
+    )
+    result.environment["doctor_actions"] = list(prepared.actions)
+    result.aggregate = aggregate.aggregate(scenario_results)
+    if prepared.signer is not None:
+        result.signing = prepared.signer.describe()
+    return result
+
+
+def execute(request: RunRequest, *, say: Callable[[str], None]) -> RunOutcome:
+    if request.repetitions < 1:
+        raise UsageError("--repetitions must be at least 1.")
+    if request.size < 1:
+        raise UsageError("--size must be at least 1 byte.")
+    scenarios_dir = request.scenarios_dir or REPO / "scenarios"
+    chosen = scenario.select(scenarios_dir, request.names, request.everything)
+    client = request.client or REPO / "native" / "backup-client"
+    prepared = setup(request.collector, request.packets, archive=request.archive, say=say)
 
     run_id = request.run_id or new_run_id()
     run_dir = (request.out / run_id).resolve()
     run_dir.mkdir(parents=True, exist_ok=False)
     _copy_inputs(run_dir, chosen, REPO / "probes")
     started_epoch = time.time()
-    started = epoch_to_rfc3339(started_epoch)
     plan = Plan(
         scenarios=chosen,
-        passes=passes,
+        passes=prepared.passes,
         packets=request.packets,
         repetitions=request.repetitions,
         size=request.size,
         client=client,
         client_kind=request.client_kind,
         timeout_s=request.timeout_s,
-        unavailable=skipped,
+        unavailable=prepared.skipped,
     )
-    say(f"Run {run_id}: {len(chosen)} scenario(s) × {request.repetitions} repetition(s), "
-        f"passes: {', '.join(passes)}; packets: {request.packets}")
-    try:
-        with Runner(plan, run_dir, observers=observers, progress=say) as runner:
-            scenario_results = runner.run()
-    except KeyboardInterrupt:
-        raise Interrupted(
-            f"interrupted; every process the lab started was stopped and the partial run "
-            f"is kept in {run_dir}."
-        ) from None
-    statuses = {
-        name: ObserverStatus(
-            available=status.available,
-            reason=status.reason,
-            detail={**status.detail, "used": name in passes or (
-                name == "packets" and request.packets != "off" and status.available)},
-        )
-        for name, status in observers.items()
-    }
-    tool_versions = {k: v for k, v in doc.facts.get("tool_versions", {}).items() if v}
-    result = RunResult(
+    say(
+        f"Run {run_id}: {len(chosen)} scenario(s) × {request.repetitions} repetition(s), "
+        f"passes: {', '.join(prepared.passes)}; packets: {request.packets}"
+    )
+    scenario_results = run_plan(plan, run_dir, prepared, say)
+    result = make_result(
         run_id=run_id,
-        started_at=started,
-        finished_at=now_rfc3339(),
+        started=epoch_to_rfc3339(started_epoch),
         options={
             "scenarios": [s.name for s in chosen],
             "collector": request.collector,
-            "passes": passes,
             "packets": request.packets,
             "repetitions": request.repetitions,
             "size": request.size,
             "client_kind": request.client_kind,
             "timeout_s": request.timeout_s,
-            "lab_version": __version__,
         },
-        observers=statuses,
-        environment=identity.environment(REPO, client, tool_versions),
-        scenarios=scenario_results,
+        prepared=prepared,
+        packets=request.packets,
+        scenario_results=scenario_results,
+        client=client,
     )
-    result.environment["doctor_actions"] = list(doc.actions)
-    result.aggregate = aggregate.aggregate(scenario_results)
-    if signer is not None:
-        result.signing = signer.describe()
-    archive = finish(result, run_dir, signer=signer, started_epoch=started_epoch, say=say)
+    archive = finish(result, run_dir, signer=prepared.signer, started_epoch=started_epoch, say=say)
     return RunOutcome(result=result, run_dir=run_dir, archive=archive)
+
+
+def run_plan(plan: Plan, run_dir: Path, prepared: Setup, say: Callable[[str], None]) -> list[Any]:
+    try:
+        with Runner(plan, run_dir, observers=prepared.observers, progress=say) as runner:
+            return runner.run()
+    except KeyboardInterrupt:
+        raise Interrupted(
+            f"interrupted; every process the lab started was stopped and the partial run "
+            f"is kept in {run_dir}."
+        ) from None
 
 
 def finish(
@@ -211,7 +255,6 @@ def finish(
 ) -> Any:
     """Write results.json, the reports, and (with a signer) the signed archive."""
     write_results(result, run_dir)
-    from lab.reports import ArchivedFile
     from lab.reports.markdown import render_markdown
     from lab.reports.pdf import render_pdf
 
@@ -219,7 +262,6 @@ def finish(
     (run_dir / "report.md").write_text(render_markdown(result, files=files), encoding="utf-8")
     say("Drawing the PDF report…")
     render_pdf(result, run_dir / "report.pdf", files=files)
-    del ArchivedFile
     if signer is None:
         return None
     from lab.archive import write_archive

@@ -117,7 +117,12 @@ class Runner:
         self.progress = progress or (lambda _msg: None)
         self.log = procs.CommandLog(run_dir / "commands.jsonl", root=run_dir)
         self.timeline_path = run_dir / "timeline.jsonl"
+        # Several runners may share a run directory (an evaluation's instrument check, then
+        # the candidate): keep what an earlier one wrote.
         self._timeline: list[dict[str, Any]] = []
+        if self.timeline_path.exists():
+            text = self.timeline_path.read_text(encoding="utf-8")
+            self._timeline = [json.loads(line) for line in text.splitlines() if line.strip()]
 
     def __enter__(self) -> Runner:
         return self

@@ -229,8 +229,7 @@ def verify_detached(
     parsed = DetachedSignature.parse(signature_text, what=what)
     if public_key.keynum is not None and parsed.keynum != public_key.keynum:
         raise SigningError(
-            f"{what} was made by key {parsed.key_id}, not by the expected key "
-            f"{public_key.key_id}."
+            f"{what} was made by key {parsed.key_id}, not by the expected key {public_key.key_id}."
         )
     if not public_key.verify(parsed.signature, message):
         raise SigningError(

@@ -29,6 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
+from rich.console import Console
+from rich.table import Table
+
 from lab.archive import (
     CHECKSUMS,
     CHECKSUMS_SIG,
@@ -307,6 +310,13 @@ def _short(items: list[str], limit: int = 5) -> str:
     return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
+def _size(n: int) -> str:
+    for unit, scale in (("GiB", GiB), ("MiB", MiB), ("KiB", 1024)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}".replace(".0 ", " ")
+    return f"{n} bytes"
+
+
 def _structure_checks(report: VerifyReport, scan: _Scan, limits: Limits) -> dict[str, str]:
     """Types, names, limits; return run-relative file name -> digest."""
     bad_types = [
@@ -348,10 +358,10 @@ def _structure_checks(report: VerifyReport, scan: _Scan, limits: Limits) -> dict
     )
 
     expected = (
-        f"at most {limits.max_members} members, {limits.max_member_size} bytes each, "
-        f"{limits.max_total_size} in total"
+        f"at most {limits.max_members} members, {_size(limits.max_member_size)} each, "
+        f"{_size(limits.max_total_size)} in total"
     )
-    found = f"{len(scan.members)} members, largest {scan.largest} bytes, total {scan.total} bytes"
+    found = f"{len(scan.members)} members, largest {_size(scan.largest)}, total {_size(scan.total)}"
     report.add(
         "size limits",
         scan.limit_error is None,
@@ -876,12 +886,71 @@ def selftest(archive: Path, pubkey: Path | None = None) -> list[SelftestCase]:
     return cases
 
 
+# --- console entry points (``python -m lab verify``) ------------------------------------------
+# Drawing only: every figure comes from the report or the cases above.
+def verify_main(archive: Path, pubkey: Path | None, console: Console) -> int:
+    """Print every check as a table, then the warnings; raise the first failure."""
+    report = verify_archive(archive, pubkey)
+    table = Table(title=f"Verification of {archive.name}", title_justify="left")
+    for column in ("check", "status", "expected", "found"):
+        table.add_column(column, overflow="fold")
+    for check in report.checks:
+        colour = "green" if check.passed else "red"
+        table.add_row(check.name, f"[{colour}]{check.status}[/]", check.expected, check.found)
+    console.print(table)
+    for warning in report.warnings:
+        console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
+    failure = report.first_failure
+    if failure is not None:
+        raise ArchiveError(failure.message or f"{archive.name}: {failure.name} failed.")
+    verdict = (
+        "authenticity established for that key"
+        if report.authenticity_established
+        else "integrity verified; authenticity not established"
+    )
+    console.print(
+        f"[green]OK[/]: {archive.name}, run {report.run_id}, key {report.key_id} "
+        f"({report.key_source}): {verdict}.",
+        soft_wrap=True,
+    )
+    return 0
+
+
+def selftest_main(archive: Path, pubkey: Path | None, console: Console) -> int:
+    """Print each tampered copy and whether verification caught it; 0 when all behaved."""
+    cases = selftest(archive, pubkey)
+    table = Table(title=f"Self-test on copies of {archive.name}", title_justify="left")
+    for column in ("case", "tampering", "expected", "outcome", "reason"):
+        table.add_column(column, overflow="fold")
+    for case in cases:
+        colour = "green" if case.ok else "red"
+        table.add_row(
+            case.name, case.tampering, case.expected, f"[{colour}]{case.outcome}[/]", case.reason
+        )
+    console.print(table)
+    bad = [case for case in cases if not case.ok]
+    if bad:
+        case = bad[0]
+        if case.name == "untouched":
+            raise ArchiveError(
+                f"self-test of {archive.name}: the untouched archive does not verify: {case.reason}"
+            )
+        raise ArchiveError(
+            f"self-test of {archive.name}: the '{case.name}' copy was {case.outcome}, not "
+            f"{case.expected}ed; verification said: {case.reason}"
+        )
+    console.print(f"[green]OK[/]: all {len(cases)} cases behaved as expected.")
+    return 0
+
+
 __all__ = [
     "Check",
     "Limits",
     "SelftestCase",
     "VerifyReport",
     "selftest",
+    "selftest_main",
     "verify_archive",
     "verify_archive_or_raise",
+    "verify_main",
 ]

@@ -237,7 +237,7 @@ def _scenario(run: RunResult, s: ScenarioResult) -> list[str]:
     lines += _table(text.decoy_table(s))
     lines += _table(text.verifier_table(s), code_columns={1, 2, 3})
     for name in text.observer_names(s):
-        if name == "verifier":
+        if name == "verifier" or not text.observed_any(s, name):
             continue
         lines += _table(text.observer_summary_table(s, name))
         if name == "bpftrace":
@@ -260,6 +260,10 @@ def _scenario(run: RunResult, s: ScenarioResult) -> list[str]:
             if flows is not None:
                 lines += ["Packet flows:", ""]
                 lines += _table(flows)
+    unobserved = text.unobserved_table(s)
+    if unobserved is not None:
+        lines += ["Observers that did not observe this scenario:", ""]
+        lines += _table(unobserved)
     lines += ["### Passes", ""]
     lines += _table(text.pass_table(s))
     overhead = charts.tracing_overhead(s)

@@ -178,7 +178,7 @@ def _footer(run_id: str) -> Callable[[Canvas, Any], None]:
 
 
 def _p(value: str, style: str = "cell") -> Paragraph:
-    return Paragraph(escape(value), STYLES[style])
+    return Paragraph(escape(value).replace("\n", "<br/>"), STYLES[style])
 
 
 def _heading(value: str, level: int) -> Paragraph:
@@ -197,6 +197,7 @@ def _grid(
     widths: Sequence[float],
     extra: Sequence[tuple[Any, ...]] = (),
     first_column_bold: bool = False,
+    colour_outcomes: bool = False,
 ) -> Table:
     """A table of wrapped paragraphs whose header repeats on every page it spans; a cell
     holding exactly an outcome word gets that outcome's colour."""
@@ -205,7 +206,7 @@ def _grid(
     for r, row in enumerate(rows, start=1):
         cells: list[Flowable] = []
         for i, value in enumerate(row):
-            if i > 0 and value in OUTCOME_FILL:
+            if colour_outcomes and i > 0 and value in OUTCOME_FILL:
                 fills.append(("BACKGROUND", (i, r), (i, r), OUTCOME_FILL[value]))
             style = (
                 "mono"
@@ -233,11 +234,19 @@ def _grid(
     return table
 
 
-def _table(table: text.Table, widths: Sequence[float] | None = None) -> list[Flowable]:
+def _table(
+    table: text.Table, widths: Sequence[float] | None = None, *, colour_outcomes: bool = False
+) -> list[Flowable]:
     flow: list[Flowable] = []
     if table.rows:
         flow.append(
-            _grid(table.header, table.rows, widths or _even(table.header), first_column_bold=True)
+            _grid(
+                table.header,
+                table.rows,
+                widths or _even(table.header),
+                first_column_bold=True,
+                colour_outcomes=colour_outcomes,
+            )
         )
         flow.append(Spacer(1, 8))
     flow += [_p(note, "note") for note in table.notes]
@@ -488,6 +497,7 @@ def _repetitions(run: RunResult) -> list[Flowable]:
         flow += _table(
             text.repetition_table(run, name),
             [50, *([rest / len(CLAUSES)] * len(CLAUSES)), 100, 60, 90],
+            colour_outcomes=True,
         )
     return flow
 
@@ -554,7 +564,7 @@ def _scenario(run: RunResult, s: ScenarioResult) -> list[Flowable]:
     flow += _table(text.decoy_table(s))
     flow += _table(text.verifier_table(s), _even(text.verifier_table(s).header, 90))
     for name in text.observer_names(s):
-        if name == "verifier":
+        if name == "verifier" or not text.observed_any(s, name):
             continue
         flow += _table(text.observer_summary_table(s, name))
         if name == "bpftrace":
@@ -578,6 +588,10 @@ def _scenario(run: RunResult, s: ScenarioResult) -> list[Flowable]:
             flows = text.flows_table(s)
             if flows is not None:
                 flow += _table(flows, _even(flows.header, 60))
+    unobserved = text.unobserved_table(s)
+    if unobserved is not None:
+        flow.append(_p("Observers that did not observe this scenario:", "body"))
+        flow += _table(unobserved, [60, 70, WIDTH - 130])
     flow.append(_heading("Passes", 1))
     passes = text.pass_table(s)
     flow += _table(passes, _even(passes.header, 50))

@@ -498,6 +498,28 @@ def observer_names(scenario: ScenarioResult) -> list[str]:
     return order + sorted(seen - set(OBSERVERS))
 
 
+def observed_any(scenario: ScenarioResult, name: str) -> bool:
+    """Whether observer ``name`` produced a summary for at least one invocation."""
+    return any(name in row["observed"] for row in scenario.merged_invocations())
+
+
+def unobserved_table(scenario: ScenarioResult) -> Table | None:
+    """Observers that observed no invocation of this scenario, with why (never zeros)."""
+    rows: list[list[str]] = []
+    for name in observer_names(scenario):
+        if name == "verifier" or observed_any(scenario, name):
+            continue
+        reasons: list[str] = []
+        for row in scenario.merged_invocations():
+            why = row["missing"].get(name) or _run_level_reason(scenario, name)
+            if why not in reasons:
+                reasons.append(why)
+        rows.append([name, NOT_OBSERVED, "; ".join(reasons) or "no reason recorded"])
+    if not rows:
+        return None
+    return Table(["observer", "invocations", "why"], rows)
+
+
 def observer_summary_table(scenario: ScenarioResult, name: str) -> Table:
     """One row per summary key, one column per invocation; "not observed" where the observer
     did not run for that invocation, with the reason as a note."""

@@ -12,6 +12,8 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from lab.archive import (
     CHECKSUMS,
@@ -215,10 +217,25 @@ def test_signatures_pass_signify_and_minisign(tmp_path: Path, signer: Signer) ->
     assert done.returncode == 0, done.stderr
 
 
-def test_private_key_in_run_directory_is_refused(tmp_path: Path, signer: Signer) -> None:
+@pytest.mark.parametrize("form", ["signify", "pem", "minisign"])
+def test_private_key_in_run_directory_is_refused(
+    tmp_path: Path, signer: Signer, form: str, assets: Path
+) -> None:
     run_dir = make_run(tmp_path)
-    keys = generate_keypair(tmp_path / "other-keys")
-    shutil.copyfile(keys.secret, run_dir / "oops.sec")
+    if form == "signify":
+        keys = generate_keypair(tmp_path / "other-keys")
+        shutil.copyfile(keys.secret, run_dir / "oops.sec")
+    elif form == "pem":
+        pem = Ed25519PrivateKey.generate().private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+        (run_dir / "baseline" / "key.pem").write_bytes(pem)
+    else:
+        (run_dir / "minisign.key").write_text(
+            "untrusted comment: minisign encrypted secret key\nRWQAAEIy" + "A" * 200 + "\n"
+        )
     with pytest.raises(ArchiveError, match="holds a private key"):
         write_archive(run_dir, signer=signer, provenance_inputs=INPUTS, epoch=EPOCH)
     assert not (run_dir.parent / "run-1.tar.gz").exists()

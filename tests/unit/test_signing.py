@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives import serialization
 
 from lab.errors import SigningError
 from lab.keys import (
@@ -86,6 +87,8 @@ def test_generate_keypair_refuses_a_run_directory(tmp_path: Path, marker: str) -
 def test_generate_keypair_refuses_artifacts_subdirectory(tmp_path: Path) -> None:
     target = tmp_path / "artifacts" / "20260101T000000Z-abc"
     assert inside_run_directory(target) == target
+    assert inside_run_directory(tmp_path / "artifacts") == tmp_path / "artifacts"
+    assert inside_run_directory(tmp_path / "keys") is None
     with pytest.raises(SigningError, match="published"):
         generate_keypair(target)
 
@@ -142,8 +145,6 @@ def test_from_env_reads_key_text(test_secret: Path, form: str) -> None:
         text = text.splitlines()[1]
     elif form == "pem":
         key = SecretKey.from_signify(test_secret.read_text(), what="test")
-        from cryptography.hazmat.primitives import serialization
-
         text = key.private.private_bytes(
             serialization.Encoding.PEM,
             serialization.PrivateFormat.PKCS8,

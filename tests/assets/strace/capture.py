@@ -187,9 +187,13 @@ def capture_strace(source: Path, program: Path, native: Path | None) -> dict[str
     tracer = StraceCollector()
     records: dict[str, object] = {}
 
-    def keep(name: str, ctx: InvocationContext, done: procs.Completed, **facts: object) -> None:
+    def keep(name: str, ctx: InvocationContext, done: procs.Completed) -> None:
         shutil.copyfile(ctx.out_dir / "strace.txt", HERE / f"{name}.txt")
-        records[name] = {"source": str(source), "exit_status": done.exit_status, **facts}
+        records[name] = {
+            "source": str(source),
+            "exit_status": done.exit_status,
+            "receiver_port": ctx.receiver_port,
+        }
 
     with receiver("NO") as rx:
         ctx = context("py-client", source, rx.port)
@@ -256,6 +260,8 @@ def capture_bpftrace(source: Path, program: Path, native: Path | None) -> dict[s
             done = run_traced(tracer.wrap(argv, ctx), ctx, "bpftrace")
             shutil.copyfile(ctx.out_dir / "bpftrace.txt", BPF_ASSETS / f"{name}.txt")
             shutil.copyfile(ctx.out_dir / "bpftrace.bt", BPF_ASSETS / f"{name}.bt")
+            symbols = ctx.out_dir / "bpftrace.symbols.txt"
+            shutil.copyfile(symbols, BPF_ASSETS / f"{name}.symbols.txt")
             records[name] = {
                 "source": str(src),
                 "exit_status": done.exit_status,
@@ -267,20 +273,42 @@ def capture_bpftrace(source: Path, program: Path, native: Path | None) -> dict[s
     nohash = WORK / "traced_program_nohash"
     run_one("program_no_hash_file", nohash, source, ["--hashes", "3"], "YES")
 
-    # bpftrace refusing to start: the template's uprobes, unpruned, on a binary without
-    # hash_file (what would happen without the symbol check).
+    # Why the symbol check exists: bpftrace 0.17 silently skips a uprobe whose symbol is
+    # missing and still prints its count() map, as 0. The unpruned template on a binary
+    # without hash_file prints "@hash_calls: 0" for a function that does not exist.
+    with receiver("YES") as rx:
+        ctx = context("bt-unpruned", source, rx.port)
+        script = ctx.out_dir / "unpruned.bt"
+        template = (ROOT / "probes" / "client.bt").read_text()
+        script.write_text(template.replace("__BINARY__", str(nohash)))
+        command = f"{nohash} --source {source} --receiver 127.0.0.1:{rx.port}"
+        out = ctx.out_dir / "out.txt"
+        done = run_traced(["bpftrace", "-o", str(out), str(script), "-c", command], ctx, "bt")
+        shutil.copyfile(out, BPF_ASSETS / "unpruned_missing_symbol.txt")
+        records["unpruned_missing_symbol"] = {"exit_status": done.exit_status}
+
+    # bpftrace refusing to start: a tracepoint this kernel does not have.
     ctx = context("bt-start-failure", source, 0)
-    script = ctx.out_dir / "unpruned.bt"
-    template = (ROOT / "probes" / "client.bt").read_text()
-    script.write_text(template.replace("__BINARY__", str(nohash)))
-    done = run_traced(
-        ["bpftrace", "-o", str(ctx.out_dir / "out.txt"), str(script), "-c", str(nohash)],
-        ctx,
-        "bpftrace",
+    script = ctx.out_dir / "bad.bt"
+    script.write_text(
+        template.replace("__BINARY__", str(program)).replace(
+            "sys_enter_connect", "sys_enter_no_such_call"
+        )
     )
-    shutil.copyfile(ctx.out_dir / "out.txt", BPF_ASSETS / "start_failure.txt")
+    out = ctx.out_dir / "out.txt"
+    done = run_traced(["bpftrace", "-o", str(out), str(script), "-c", "/bin/true"], ctx, "bt")
+    shutil.copyfile(out, BPF_ASSETS / "start_failure.txt")
     shutil.copyfile(ctx.out_dir / "client.stderr", BPF_ASSETS / "start_failure.stderr")
     records["start_failure"] = {"exit_status": done.exit_status}
+
+    # A client that never touches a socket: the sum() maps are never printed.
+    ctx = context("bt-true", source, 0)
+    true = Path(shutil.which("true") or "/bin/true").resolve()
+    ctx.client_path = true
+    done = run_traced(tracer.wrap([str(true)], ctx), ctx, "bpftrace")
+    shutil.copyfile(ctx.out_dir / "bpftrace.txt", BPF_ASSETS / "true.txt")
+    shutil.copyfile(ctx.out_dir / "bpftrace.bt", BPF_ASSETS / "true.bt")
+    records["true"] = {"exit_status": done.exit_status}
 
     # bpftrace killed mid-run (SIGKILL to its process group): no END marker, no maps.
     ctx = context("bt-killed", source, 0)

@@ -1,0 +1,106 @@
+"""Untraced timing runs: clients alternated on the same fixture, reported as medians and a
+ratio. Timing is measured with no tracer attached; traced runs are for diagnosis only.
+
+    timings = alternate({"baseline": base, "candidate": cand}, rounds=20, size=524_288,
+                        workdir=tmp, log=log)
+    timings["ratio"]["first_backup_wall"]   # candidate median / baseline median
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from lab import fixture, procs
+from lab.receiver import Decoy, Receiver
+
+
+def _one_round(
+    client: Path, source: Path, workdir: Path, log: procs.CommandLog | None, timeout: float
+) -> dict[str, Any]:
+    """A first backup into an empty receiver, then an unchanged second invocation."""
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        state = Path(tmp)
+        row: dict[str, Any] = {}
+        with (
+            Receiver.serving(state / "store", state / "rx.jsonl") as rx,
+            Decoy.serving(state / "decoy.jsonl"),
+        ):
+            for label in ("first_backup", "unchanged"):
+                done = procs.run(
+                    [str(client), "--source", str(source), "--receiver", rx.address],
+                    purpose=f"untraced timing: {client.name} {label}",
+                    log=log,
+                    stdout=state / f"{label}.stdout",
+                    stderr=state / f"{label}.stderr",
+                    timeout=timeout,
+                    accept=None,
+                )
+                row[f"{label}_wall"] = done.duration_s
+                row[f"{label}_cpu"] = done.cpu_s
+                row[f"{label}_exit"] = done.exit_status
+    return row
+
+
+def _spread(values: list[float]) -> dict[str, float] | None:
+    clean = [v for v in values if v is not None]
+    if not clean:
+        return None
+    return {
+        "median": round(statistics.median(clean), 6),
+        "min": round(min(clean), 6),
+        "max": round(max(clean), 6),
+        "n": len(clean),
+    }
+
+
+METRICS = ("first_backup_wall", "first_backup_cpu", "unchanged_wall", "unchanged_cpu")
+
+
+def alternate(
+    clients: dict[str, Path],
+    *,
+    rounds: int,
+    size: int,
+    workdir: Path,
+    log: procs.CommandLog | None = None,
+    timeout: float = 60.0,
+    seed: str = "timing",
+) -> dict[str, Any]:
+    """Run every client ``rounds`` times, in alternation (A B A B …), so that drift in the
+    machine's load affects them alike. Returns per-client spreads and, when both a
+    ``baseline`` and a ``candidate`` are present, candidate/baseline ratios of the medians."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    source = workdir / "timing-source.bin"
+    fixture.write_source(source, seed=seed, size=size)
+    rows: dict[str, list[dict[str, Any]]] = {name: [] for name in clients}
+    try:
+        for _ in range(rounds):
+            for name, path in clients.items():
+                rows[name].append(_one_round(path, source, workdir, log, timeout))
+    finally:
+        source.unlink(missing_ok=True)
+    result: dict[str, Any] = {
+        "rounds": rounds,
+        "size": size,
+        "method": "untraced; clients alternated; each round = first backup into an empty "
+        "receiver + unchanged second invocation; wall = spawn to reap, cpu = user+sys rusage",
+        "clients": {},
+    }
+    for name, runs in rows.items():
+        result["clients"][name] = {
+            metric: _spread([r[metric] for r in runs]) for metric in METRICS
+        } | {"nonzero_exits": sum(1 for r in runs for k in r if k.endswith("_exit") and r[k])}
+    if "baseline" in rows and "candidate" in rows:
+        ratio: dict[str, float | None] = {}
+        for metric in METRICS:
+            base = result["clients"]["baseline"][metric]
+            cand = result["clients"]["candidate"][metric]
+            if base is None or cand is None or base["median"] <= 0:
+                ratio[metric] = None  # undefined, shown as N/A
+            else:
+                ratio[metric] = round(cand["median"] / base["median"], 4)
+        result["ratio"] = ratio
+    return result

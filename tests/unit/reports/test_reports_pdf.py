@@ -1,0 +1,151 @@
+"""The PDF report: reproducible bytes, every page rendered, no blank page, key text present."""
+
+from __future__ import annotations
+
+import shutil
+import struct
+import subprocess
+import zlib
+from pathlib import Path
+
+from lab.model import RunResult
+from lab.reports import ArchivedFile
+from lab.reports.pdf import render_pdf
+from tests.conftest import require
+
+FILES = [ArchivedFile.of_bytes("results.json", b'{"schema_version": 1}')]
+
+
+def test_same_input_gives_identical_bytes(sample_run: RunResult, tmp_path: Path) -> None:
+    first, second = tmp_path / "a.pdf", tmp_path / "b.pdf"
+    render_pdf(sample_run, first, files=FILES)
+    render_pdf(sample_run, second, files=FILES)
+    data = first.read_bytes()
+    assert data.startswith(b"%PDF-")
+    assert data == second.read_bytes()
+    # the document date is the run's finish, not the rendering time
+    assert b"D:20261129160742+00'00'" in data
+
+
+def test_different_runs_differ(sample_run: RunResult, tmp_path: Path) -> None:
+    render_pdf(sample_run, tmp_path / "a.pdf", files=FILES)
+    sample_run.scenarios[0].verdicts["C1"].reason = "changed"
+    render_pdf(sample_run, tmp_path / "b.pdf", files=FILES)
+    assert (tmp_path / "a.pdf").read_bytes() != (tmp_path / "b.pdf").read_bytes()
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    require("pdftoppm", path is not None, f"{name} not installed (Debian package poppler-utils)")
+    assert path is not None
+    return path
+
+
+def _pages(pdf: Path) -> int:
+    out = subprocess.run(
+        [_tool("pdfinfo"), str(pdf)], capture_output=True, text=True, check=True
+    ).stdout
+    return int(next(line.split()[1] for line in out.splitlines() if line.startswith("Pages:")))
+
+
+def _page_text(pdf: Path, page: int) -> str:
+    return subprocess.run(
+        [_tool("pdftotext"), "-layout", "-f", str(page), "-l", str(page), str(pdf), "-"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+def _dark_pixels(png: Path) -> tuple[int, int]:
+    """(pixels darker than near-white, all pixels) of an 8-bit greyscale PNG: a minimal
+    decoder (IHDR, IDAT, the five row filters), so the test needs no imaging library."""
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, width, height = 8, b"", 0, 0
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        body = data[pos + 8 : pos + 8 + length]
+        if kind == b"IHDR":
+            width, height, depth, colour = struct.unpack(">IIBB", body[:10])
+            assert (depth, colour) == (8, 0), "expected pdftoppm -gray output"
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    raw = zlib.decompress(idat)
+    prev = bytearray(width)
+    dark = 0
+    for y in range(height):
+        start = y * (width + 1)
+        kind, line = raw[start], bytearray(raw[start + 1 : start + 1 + width])
+        for x in range(width):
+            a = line[x - 1] if x else 0
+            b = prev[x]
+            c = prev[x - 1] if x else 0
+            if kind == 1:
+                line[x] = (line[x] + a) & 0xFF
+            elif kind == 2:
+                line[x] = (line[x] + b) & 0xFF
+            elif kind == 3:
+                line[x] = (line[x] + (a + b) // 2) & 0xFF
+            elif kind == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                pred = a if pa <= pb and pa <= pc else (b if pb <= pc else c)
+                line[x] = (line[x] + pred) & 0xFF
+        dark += sum(1 for v in line if v < 200)
+        prev = line
+    return dark, width * height
+
+
+def test_every_page_renders_and_none_is_blank(sample_run: RunResult, tmp_path: Path) -> None:
+    pdf = tmp_path / "report.pdf"
+    render_pdf(sample_run, pdf, files=FILES)
+    pages = _pages(pdf)
+    # title, matrix, figures, one or more pages per scenario, limits and files
+    assert len(sample_run.scenarios) + 4 <= pages <= 60
+    subprocess.run(
+        [_tool("pdftoppm"), "-gray", "-png", "-r", "30", str(pdf), str(tmp_path / "page")],
+        check=True,
+        capture_output=True,
+    )
+    images = sorted(tmp_path.glob("page-*.png"))
+    assert len(images) == pages
+    for image in images:
+        dark, total = _dark_pixels(image)
+        assert dark > total * 0.002, f"{image.name} is blank"
+    for page in range(1, pages + 1):
+        assert _page_text(pdf, page).strip(), f"page {page} has no text"
+
+
+def test_pdf_holds_the_key_content(sample_run: RunResult, tmp_path: Path) -> None:
+    pdf = tmp_path / "report.pdf"
+    render_pdf(sample_run, pdf, files=FILES)
+    words = " ".join(" ".join(_page_text(pdf, p).split()) for p in range(1, _pages(pdf) + 1))
+    cal = sample_run.calibration
+    assert f"{cal.met} of {cal.total} expectations met" in words
+    assert "The runner's exit status is not a statement that every backup was correct" in words
+    assert "@hash_calls: 256" in words
+    assert "Logical source bytes read per invocation (strace)" in words
+    assert "CPU samples by symbol: busy-spin" in words
+    assert "Tracing overhead: traced / untraced client wall time" in words
+    assert FILES[0].sha256 in words
+    assert "authenticity - who produced it - is not established" in words
+    assert "reviewer-secret-hostname" not in words
+
+
+def test_degraded_and_repeated_runs_render(
+    degraded_run: RunResult, repeated_run: RunResult, tmp_path: Path
+) -> None:
+    render_pdf(degraded_run, tmp_path / "d.pdf", files=None)
+    render_pdf(repeated_run, tmp_path / "r.pdf", files=None)
+    degraded = " ".join(
+        _page_text(tmp_path / "d.pdf", p) for p in range(1, _pages(tmp_path / "d.pdf") + 1)
+    )
+    assert "Logical source bytes read: not observed" in " ".join(degraded.split())
+    assert "bpftrace needs CAP_BPF" in degraded
+    repeated = " ".join(
+        _page_text(tmp_path / "r.pdf", p) for p in range(1, _pages(tmp_path / "r.pdf") + 1)
+    )
+    assert "reliability 2/3" in repeated
+    assert "MISMATCH" in repeated
