@@ -30,7 +30,9 @@ def _size(text: str) -> int:
     try:
         value = int(t) * mult
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a size (e.g. 524288, 512K, 8M)") from None
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a size (e.g. 524288, 512K, 8M)"
+        ) from None
     if value < 1:
         raise argparse.ArgumentTypeError("size must be at least 1 byte")
     return value
@@ -135,17 +137,25 @@ def print_archive(info: object, console: Console) -> None:
             "established. Set LAB_SIGNING_KEY to sign with your key.[/]"
         )
     run_dir = _rel(info.run_dir)
+    pubkey = "" if info.ephemeral else " --pubkey YOUR-lab.pub"
     console.print("Verify it with the lab:", highlight=False)
-    console.print(f"  python -m lab verify {rel} --pubkey lab.pub", highlight=False, soft_wrap=True)
+    console.print(f"  python -m lab verify {rel}{pubkey}", highlight=False, soft_wrap=True)
     console.print("Or with standard tools, in the unpacked run directory:", highlight=False)
-    console.print(f"  cd {run_dir} && sha256sum -c SHA256SUMS", highlight=False, soft_wrap=True)
+    for line in (
+        f"cd {run_dir}",
+        "sha256sum -c SHA256SUMS",
+        "signify-openbsd -V -p lab.pub -m SHA256SUMS",
+        "minisign -V -p lab.pub -m SHA256SUMS -x SHA256SUMS.sig",
+    ):
+        console.print(f"  {line}", highlight=False, soft_wrap=True)
     console.print(
-        "  signify-openbsd -V -p lab.pub -m SHA256SUMS    # or: minisign -V -p lab.pub -m SHA256SUMS",
+        "  (compare lab.pub with the key you trust: the embedded key alone proves integrity, "
+        "not authenticity)",
         highlight=False,
-        soft_wrap=True,
     )
+    console.print("Check the archive file itself, from its directory:", highlight=False)
     console.print(
-        f"  sha256sum -c {_rel(info.checksum_file)}   (from {_rel(info.path.parent)})",
+        f"  cd {_rel(info.path.parent)} && sha256sum -c {info.checksum_file.name}",
         highlight=False,
         soft_wrap=True,
     )

@@ -59,14 +59,48 @@ NEWER_CAPABILITIES = ("BPF", "PERFMON")
 
 #: Linux capability numbers (include/uapi/linux/capability.h), to decode CapEff masks
 CAPABILITY_NAMES: tuple[str, ...] = (
-    "CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "KILL", "SETGID",
-    "SETUID", "SETPCAP", "LINUX_IMMUTABLE", "NET_BIND_SERVICE", "NET_BROADCAST", "NET_ADMIN",
-    "NET_RAW", "IPC_LOCK", "IPC_OWNER", "SYS_MODULE", "SYS_RAWIO", "SYS_CHROOT", "SYS_PTRACE",
-    "SYS_PACCT", "SYS_ADMIN", "SYS_BOOT", "SYS_NICE", "SYS_RESOURCE", "SYS_TIME",
-    "SYS_TTY_CONFIG", "MKNOD", "LEASE", "AUDIT_WRITE", "AUDIT_CONTROL", "SETFCAP",
-    "MAC_OVERRIDE", "MAC_ADMIN", "SYSLOG", "WAKE_ALARM", "BLOCK_SUSPEND", "AUDIT_READ",
-    "PERFMON", "BPF", "CHECKPOINT_RESTORE",
-)  # fmt: skip
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "DAC_READ_SEARCH",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "SETGID",
+    "SETUID",
+    "SETPCAP",
+    "LINUX_IMMUTABLE",
+    "NET_BIND_SERVICE",
+    "NET_BROADCAST",
+    "NET_ADMIN",
+    "NET_RAW",
+    "IPC_LOCK",
+    "IPC_OWNER",
+    "SYS_MODULE",
+    "SYS_RAWIO",
+    "SYS_CHROOT",
+    "SYS_PTRACE",
+    "SYS_PACCT",
+    "SYS_ADMIN",
+    "SYS_BOOT",
+    "SYS_NICE",
+    "SYS_RESOURCE",
+    "SYS_TIME",
+    "SYS_TTY_CONFIG",
+    "MKNOD",
+    "LEASE",
+    "AUDIT_WRITE",
+    "AUDIT_CONTROL",
+    "SETFCAP",
+    "MAC_OVERRIDE",
+    "MAC_ADMIN",
+    "SYSLOG",
+    "WAKE_ALARM",
+    "BLOCK_SUSPEND",
+    "AUDIT_READ",
+    "PERFMON",
+    "BPF",
+    "CHECKPOINT_RESTORE",
+)
 
 #: host paths the collectors read, mounted at the same place when the host has them
 KERNEL_MOUNTS: tuple[tuple[str, bool], ...] = (
@@ -82,7 +116,8 @@ _SKIP_INPUT = re.compile(r"(__pycache__|\.pyc$|\.o$|^native/backup-client$|^dock
 
 #: the platforms ``pip download`` may pick wheels for: Debian 12 has glibc 2.36, and pip 23
 #: does not expand one manylinux tag into the older ones it implies
-WHEEL_PLATFORMS = tuple(f"manylinux_2_{minor}_x86_64" for minor in range(36, 4, -1)) + (
+WHEEL_PLATFORMS = (
+    *(f"manylinux_2_{minor}_x86_64" for minor in range(36, 4, -1)),
     "manylinux2014_x86_64",
     "manylinux2010_x86_64",
     "manylinux1_x86_64",
@@ -104,7 +139,9 @@ class Context:
         root = root.resolve()
         arts = (artifacts or root / "artifacts").resolve()
         arts.mkdir(parents=True, exist_ok=True)
-        return cls(root=root, artifacts=arts, log=procs.CommandLog(arts / ".image" / "commands.jsonl"))
+        return cls(
+            root=root, artifacts=arts, log=procs.CommandLog(arts / ".image" / "commands.jsonl")
+        )
 
     @property
     def image_dir(self) -> Path:
@@ -153,7 +190,9 @@ def missing_engine_message(*, is_root: bool, debian: bool | None = None) -> str:
     debian = _is_debian() if debian is None else debian
     if debian:
         how = "apt-get install docker.io" if is_root else "sudo apt-get install docker.io"
-        return f"Docker is not installed; install it with '{how}' (or run 'invoke lab.run' as root)."
+        return (
+            f"Docker is not installed; install it with '{how}' (or run 'invoke lab.run' as root)."
+        )
     return (
         "Docker is not installed; install Docker Engine (the docker CLI and dockerd, "
         "https://docs.docker.com/engine/install/), or run 'invoke lab.run --local' on the host."
@@ -177,8 +216,15 @@ def ensure_engine(ctx: Context, *, install: bool = False) -> Engine:
         ctx.echo("Docker is not installed: installing the Debian package docker.io.\n")
         env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
         for argv in (["apt-get", "update"], ["apt-get", "install", "-y", "docker.io"]):
-            procs.run(argv, purpose="install docker.io", log=ctx.log, env=env, timeout=1200,
-                      stdout=ctx.image_dir / "apt.log", stderr=ctx.image_dir / "apt.err")  # fmt: skip
+            procs.run(
+                argv,
+                purpose="install docker.io",
+                log=ctx.log,
+                env=env,
+                timeout=1200,
+                stdout=ctx.image_dir / "apt.log",
+                stderr=ctx.image_dir / "apt.err",
+            )
     try:
         return engine(ctx)
     except ContainerError:
@@ -205,8 +251,9 @@ def start_daemon(ctx: Context, *, timeout_s: float = 60.0) -> None:
     )
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        done = procs.run(["docker", "info"], purpose="wait for the Docker daemon", timeout=10,
-                         accept=None)  # fmt: skip
+        done = procs.run(
+            ["docker", "info"], purpose="wait for the Docker daemon", timeout=10, accept=None
+        )
         if done.exit_status == 0:
             return
         time.sleep(1.0)
@@ -251,8 +298,14 @@ def git_revision(ctx: Context) -> str | None:
 def _git(ctx: Context, *args: str) -> str | None:
     if procs.which("git") is None or not (ctx.root / ".git").exists():
         return None
-    done = procs.run(["git", "-C", str(ctx.root), *args], purpose="git identity", log=ctx.log,
-                     timeout=30, accept=None, capture=True)  # fmt: skip
+    done = procs.run(
+        ["git", "-C", str(ctx.root), *args],
+        purpose="git identity",
+        log=ctx.log,
+        timeout=30,
+        accept=None,
+        capture=True,
+    )
     text = (done.output or b"").decode().strip()
     return text if done.exit_status == 0 and text else None
 
@@ -270,13 +323,20 @@ def fetch_wheels(ctx: Context) -> Path:
     lock = ctx.root / "docker" / "requirements.lock"
     dest = ctx.root / "docker" / "wheels"
     dest.mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-            "--only-binary=:all:", "--require-hashes", "--python-version", "3.11",
-            "--implementation", "cp", "--abi", "cp311", "--dest", str(dest), "-r", str(lock)]  # fmt: skip
+    argv = [
+        *(sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:"),
+        *("--require-hashes", "--python-version", "3.11", "--implementation", "cp"),
+        *("--abi", "cp311", "--dest", str(dest), "-r", str(lock)),
+    ]
     for tag in WHEEL_PLATFORMS:
         argv += ["--platform", tag]
-    procs.run(argv, purpose="fetch the locked wheels", log=ctx.log, timeout=900,
-              stderr=ctx.image_dir / "pip-download.err")  # fmt: skip
+    procs.run(
+        argv,
+        purpose="fetch the locked wheels",
+        log=ctx.log,
+        timeout=900,
+        stderr=ctx.image_dir / "pip-download.err",
+    )
     return dest
 
 
@@ -292,8 +352,9 @@ def build_args(ctx: Context, base: BaseImage) -> dict[str, str]:
     }
 
 
-def build_argv(tag: str, args: Mapping[str, str], labels: Mapping[str, str], *,
-               no_cache: bool, context: Path) -> list[str]:  # fmt: skip
+def build_argv(
+    tag: str, args: Mapping[str, str], labels: Mapping[str, str], *, no_cache: bool, context: Path
+) -> list[str]:
     argv = ["docker", "build", "--network", "host", "--tag", tag]
     if no_cache:
         argv.append("--no-cache")
@@ -316,8 +377,9 @@ def build_image(
     base = base or resolve_base(base_image, workdir=Path("/var/tmp/lab-base"), log=ctx.log)
     fetch_wheels(ctx)
     digest = inputs_digest(ctx.root)
-    argv = build_argv(tag, build_args(ctx, base), {INPUTS_LABEL: digest}, no_cache=no_cache,
-                      context=ctx.root)  # fmt: skip
+    argv = build_argv(
+        tag, build_args(ctx, base), {INPUTS_LABEL: digest}, no_cache=no_cache, context=ctx.root
+    )
     started = time.monotonic()
     done = follow(ctx, argv, purpose="build the lab image", out=ctx.image_dir / "build.log")
     if done.exit_status != 0:
@@ -358,8 +420,14 @@ def _identity(ctx: Context, tag: str, base: BaseImage, inputs: str) -> dict[str,
 
 
 def inspect_image(ctx: Context, tag: str) -> dict[str, Any] | None:
-    done = procs.run(["docker", "image", "inspect", tag], purpose="inspect the lab image",
-                     log=ctx.log, timeout=60, accept=None, capture=True)  # fmt: skip
+    done = procs.run(
+        ["docker", "image", "inspect", tag],
+        purpose="inspect the lab image",
+        log=ctx.log,
+        timeout=60,
+        accept=None,
+        capture=True,
+    )
     if done.exit_status != 0:
         return None
     rows: list[dict[str, Any]] = json.loads(done.output or b"[]")
@@ -370,10 +438,23 @@ def image_manifest(ctx: Context, tag: str) -> dict[str, str]:
     """The client digest and the package manifest recorded inside the image."""
     out = ctx.image_dir / "manifest.txt"
     procs.run(
-        ["docker", "run", "--rm", "--network", "none", "--entrypoint", "cat", tag,
-         "/usr/share/lab/manifest/client.sha256", "/usr/share/lab/manifest/packages.txt"],
-        purpose="read the image manifest", log=ctx.log, stdout=out, timeout=120,
-    )  # fmt: skip
+        [
+            "docker",
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "--entrypoint",
+            "cat",
+            tag,
+            "/usr/share/lab/manifest/client.sha256",
+            "/usr/share/lab/manifest/packages.txt",
+        ],
+        purpose="read the image manifest",
+        log=ctx.log,
+        stdout=out,
+        timeout=120,
+    )
     lines = out.read_text().splitlines()
     client = lines[0].split()[0] if lines else ""
     packages = "\n".join(lines[1:]) + "\n"
@@ -384,8 +465,9 @@ def image_manifest(ctx: Context, tag: str) -> dict[str, str]:
     }
 
 
-def ensure_image(ctx: Context, *, tag: str = IMAGE, rebuild: bool = False,
-                 base_image: str = DEFAULT_BASE_IMAGE) -> dict[str, Any]:  # fmt: skip
+def ensure_image(
+    ctx: Context, *, tag: str = IMAGE, rebuild: bool = False, base_image: str = DEFAULT_BASE_IMAGE
+) -> dict[str, Any]:
     """The image for the current inputs: reused when its inputs label matches, else built."""
     if not rebuild:
         info = inspect_image(ctx, tag)
@@ -436,8 +518,12 @@ def kernel_mounts(exists: Callable[[str], bool] = os.path.exists) -> list[str]:
     return argv
 
 
-def run_argv(image: str, command: Sequence[str], options: RunOptions,
-             exists: Callable[[str], bool] = os.path.exists) -> list[str]:  # fmt: skip
+def run_argv(
+    image: str,
+    command: Sequence[str],
+    options: RunOptions,
+    exists: Callable[[str], bool] = os.path.exists,
+) -> list[str]:
     """The ``docker run`` argument list (a pure function: tests read it directly).
 
     ``--pid host``: bpftrace 0.17 compares ``pid`` (a host PID) with ``cpid``; in a private
@@ -466,8 +552,9 @@ def run_argv(image: str, command: Sequence[str], options: RunOptions,
 
 def privilege_refusal(stderr: str) -> str | None:
     """One sentence when the engine refused the privileges asked for, else None."""
-    if "unable to apply caps" in stderr or "operation not permitted" in stderr.lower() and (
-        "capab" in stderr.lower() or "caps" in stderr
+    lowered = stderr.lower()
+    if "unable to apply caps" in lowered or (
+        "operation not permitted" in lowered and "cap" in lowered
     ):
         return (
             "the container engine refused the requested privileges (the host's capability "
@@ -485,7 +572,9 @@ def decode_capabilities(mask: str) -> list[str]:
     return [name for bit, name in enumerate(CAPABILITY_NAMES) if value >> bit & 1]
 
 
-def probe_container(ctx: Context, image: str, options: RunOptions) -> tuple[RunOptions, dict[str, Any]]:
+def probe_container(
+    ctx: Context, image: str, options: RunOptions
+) -> tuple[RunOptions, dict[str, Any]]:
     """Start the container once with ``options`` and read the capabilities it really holds.
 
     An engine that rejects CAP_BPF/CAP_PERFMON by name gets the set without them (SYS_ADMIN
@@ -496,9 +585,13 @@ def probe_container(ctx: Context, image: str, options: RunOptions) -> tuple[RunO
         err = ctx.image_dir / "probe.err"
         done = procs.run(
             run_argv(image, ["printenv", "LAB_CONTAINER_CAP_EFF"], attempt),
-            purpose="read the container's capabilities", log=ctx.log, timeout=120,
-            accept=None, capture=True, stderr=err,
-        )  # fmt: skip
+            purpose="read the container's capabilities",
+            log=ctx.log,
+            timeout=120,
+            accept=None,
+            capture=True,
+            stderr=err,
+        )
         stderr = err.read_text(errors="replace") if err.exists() else ""
         if done.exit_status == 0:
             mask = (done.output or b"").decode().strip()
@@ -522,13 +615,19 @@ def probe_container(ctx: Context, image: str, options: RunOptions) -> tuple[RunO
 
 def _replace_caps(options: RunOptions, caps: tuple[str, ...]) -> RunOptions:
     return RunOptions(
-        artifacts=options.artifacts, privileged=options.privileged, capabilities=caps,
-        mounts=options.mounts, pass_env=options.pass_env, env=options.env,
+        artifacts=options.artifacts,
+        privileged=options.privileged,
+        capabilities=caps,
+        mounts=options.mounts,
+        pass_env=options.pass_env,
+        env=options.env,
         interactive=options.interactive,
-    )  # fmt: skip
+    )
 
 
-def signing_key_options(env: Mapping[str, str]) -> tuple[tuple[tuple[Path, str], ...], tuple[str, ...], dict[str, str]]:  # noqa: E501
+def signing_key_options(
+    env: Mapping[str, str],
+) -> tuple[tuple[tuple[Path, str], ...], tuple[str, ...], dict[str, str]]:
     """How LAB_SIGNING_KEY reaches the container: a key file is mounted read-only, key text
     is passed by name. Never written into the image."""
     value = env.get("LAB_SIGNING_KEY", "").strip()
@@ -540,8 +639,13 @@ def signing_key_options(env: Mapping[str, str]) -> tuple[tuple[tuple[Path, str],
     return (), ("LAB_SIGNING_KEY",), {}
 
 
-def container_options(ctx: Context, *, privileged: bool = False,
-                      mounts: Sequence[tuple[Path, str]] = (), interactive: bool = False) -> RunOptions:  # fmt: skip  # noqa: E501
+def container_options(
+    ctx: Context,
+    *,
+    privileged: bool = False,
+    mounts: Sequence[tuple[Path, str]] = (),
+    interactive: bool = False,
+) -> RunOptions:
     key_mounts, pass_env, key_env = signing_key_options(os.environ)
     env = {"LAB_IMAGE_IDENTITY": CONTAINER_IDENTITY, **key_env}
     commit = git_revision(ctx)
@@ -549,12 +653,19 @@ def container_options(ctx: Context, *, privileged: bool = False,
         env["LAB_GIT_COMMIT"] = commit
     if os.environ.get("SOURCE_DATE_EPOCH"):
         env["SOURCE_DATE_EPOCH"] = os.environ["SOURCE_DATE_EPOCH"]
-    return RunOptions(artifacts=ctx.artifacts, privileged=privileged, mounts=(*key_mounts, *mounts),
-                      pass_env=pass_env, env=env, interactive=interactive)  # fmt: skip
+    return RunOptions(
+        artifacts=ctx.artifacts,
+        privileged=privileged,
+        mounts=(*key_mounts, *mounts),
+        pass_env=pass_env,
+        env=env,
+        interactive=interactive,
+    )
 
 
-def prepare(ctx: Context, identity: Mapping[str, Any], options: RunOptions,
-            engine_info: Engine) -> RunOptions:  # fmt: skip
+def prepare(
+    ctx: Context, identity: Mapping[str, Any], options: RunOptions, engine_info: Engine
+) -> RunOptions:
     """Probe the container and write ``artifacts/.container.json`` for the run's provenance."""
     image = str(identity["name"])
     options, held = probe_container(ctx, image, options)
@@ -570,12 +681,25 @@ def prepare(ctx: Context, identity: Mapping[str, Any], options: RunOptions,
     return options
 
 
-def follow(ctx: Context, argv: Sequence[str], *, purpose: str, out: Path,
-           rewrite: Callable[[str], str] = lambda s: s, grace_s: float = 30.0) -> procs.Completed:  # fmt: skip  # noqa: E501
+def follow(
+    ctx: Context,
+    argv: Sequence[str],
+    *,
+    purpose: str,
+    out: Path,
+    rewrite: Callable[[str], str] = lambda s: s,
+    grace_s: float = 30.0,
+) -> procs.Completed:
     """Run ``argv``, keeping its output in ``out`` and echoing it as it comes."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    with procs.Background(argv, purpose=purpose, log=ctx.log, stdout=out, stderr=out.with_suffix(".err"),
-                          grace_s=grace_s) as bg:  # fmt: skip
+    with procs.Background(
+        argv,
+        purpose=purpose,
+        log=ctx.log,
+        stdout=out,
+        stderr=out.with_suffix(".err"),
+        grace_s=grace_s,
+    ) as bg:
         offset = 0
         while True:
             alive = bg.alive()
@@ -614,14 +738,20 @@ def host_paths(ctx: Context) -> Callable[[str], str]:
     return lambda text: text.replace(CONTAINER_ARTIFACTS, host)
 
 
-def run_in_container(ctx: Context, identity: Mapping[str, Any], command: Sequence[str],
-                     options: RunOptions) -> procs.Completed:  # fmt: skip
+def run_in_container(
+    ctx: Context, identity: Mapping[str, Any], command: Sequence[str], options: RunOptions
+) -> procs.Completed:
     """Run ``command`` in the lab image, then give the artifacts back to the invoking user."""
     argv = run_argv(str(identity["name"]), command, options)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     try:
-        done = follow(ctx, argv, purpose="run the lab in its container",
-                      out=ctx.image_dir / f"run-{stamp}.log", rewrite=host_paths(ctx))  # fmt: skip
+        done = follow(
+            ctx,
+            argv,
+            purpose="run the lab in its container",
+            out=ctx.image_dir / f"run-{stamp}.log",
+            rewrite=host_paths(ctx),
+        )
     finally:
         restore_ownership(ctx, identity)
     return done
@@ -648,12 +778,31 @@ def restore_ownership(ctx: Context, identity: Mapping[str, Any]) -> None:
         return
     # Not root here: a minimal container (CHOWN, DAC_READ_SEARCH only) does it.
     procs.run(
-        ["docker", "run", "--rm", "--network", "none", "--cap-drop", "ALL", "--cap-add", "CHOWN",
-         "--cap-add", "DAC_READ_SEARCH", "--entrypoint", "chown", "-v",
-         f"{ctx.artifacts}:{CONTAINER_ARTIFACTS}", str(identity["name"]), "-R", f"{uid}:{gid}",
-         CONTAINER_ARTIFACTS],
-        purpose="hand the artifacts back to their owner", log=ctx.log, timeout=300,
-    )  # fmt: skip
+        [
+            "docker",
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "--cap-drop",
+            "ALL",
+            "--cap-add",
+            "CHOWN",
+            "--cap-add",
+            "DAC_READ_SEARCH",
+            "--entrypoint",
+            "chown",
+            "-v",
+            f"{ctx.artifacts}:{CONTAINER_ARTIFACTS}",
+            str(identity["name"]),
+            "-R",
+            f"{uid}:{gid}",
+            CONTAINER_ARTIFACTS,
+        ],
+        purpose="hand the artifacts back to their owner",
+        log=ctx.log,
+        timeout=300,
+    )
 
 
 def _write_json(path: Path, data: Mapping[str, Any]) -> None:
@@ -668,9 +817,15 @@ def lab_command(args: Sequence[str]) -> list[str]:
     return ["python", "-m", "lab", *args]
 
 
-def run_lab(ctx: Context, args: Sequence[str], *, privileged: bool = False,
-            mounts: Sequence[tuple[Path, str]] = (), install: bool = True,
-            rebuild: bool = False) -> procs.Completed:  # fmt: skip
+def run_lab(
+    ctx: Context,
+    args: Sequence[str],
+    *,
+    privileged: bool = False,
+    mounts: Sequence[tuple[Path, str]] = (),
+    install: bool = True,
+    rebuild: bool = False,
+) -> procs.Completed:
     """Engine, image (cached), probe, ``python -m lab ARGS`` inside: the ``lab.*`` tasks."""
     info = ensure_engine(ctx, install=install)
     identity = ensure_image(ctx, rebuild=rebuild)

@@ -9,15 +9,18 @@ local image. Which path was taken is recorded, because it changes what the image
     base = resolve_base(DEFAULT_BASE_IMAGE, workdir=Path("/var/tmp/lab-base"), log=log)
     base.reference      # what the Dockerfile's BASE_IMAGE build argument receives
     base.as_dict()      # {"path": "debootstrap", "tarball_sha256": "...", "mirror": "...", ...}
+    relock(Path("."), work=Path("artifacts/.image"), log=log)   # rewrite docker/*.lock
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -109,9 +112,10 @@ def _mirror_in(text: str, *, deb822: bool, suite: str) -> str | None:
             fields[key.strip().lower()] = value.strip()
         if fields.get("enabled", "yes").lower() == "no":
             continue
-        if "deb" not in fields.get("types", "").split() or suite not in fields.get(
-            "suites", ""
-        ).split():
+        if (
+            "deb" not in fields.get("types", "").split()
+            or suite not in fields.get("suites", "").split()
+        ):
             continue
         for uri in fields.get("uris", "").split():
             if usable(uri):
@@ -231,9 +235,7 @@ def resolve_base(
             f"the base image {pinned} cannot be pulled and no bootstrapped '{LOCAL_BASE_REPO}' "
             "image exists; run 'invoke lab.build' as root with debootstrap installed to make one."
         )
-    return bootstrap_base(
-        workdir=workdir, mirror=mirror or debian_mirror(), log=log, pinned=pinned
-    )
+    return bootstrap_base(workdir=workdir, mirror=mirror or debian_mirror(), log=log, pinned=pinned)
 
 
 def bootstrap_base(
@@ -326,3 +328,64 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+# --- the locks -------------------------------------------------------------------------
+
+
+def host_ca_bundle(env: Mapping[str, str]) -> Path | None:
+    """The CA bundle the host's pip trusts, when it names one (a TLS-inspecting proxy)."""
+    for name in ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE"):
+        value = env.get(name, "").strip()
+        if value and Path(value).is_file():
+            return Path(value).resolve()
+    return None
+
+
+def lock_argv(base: str, root: Path, out: Path, ca_bundle: Path | None) -> list[str]:
+    argv = ["docker", "run", "--rm", "--network", "host", "-v", f"{root}:/src:ro"]
+    argv += ["-v", f"{out}:/out"]
+    if ca_bundle is not None:
+        argv += [
+            "-v",
+            f"{ca_bundle}:/etc/lab-host-ca.crt:ro",
+            "-e",
+            "PIP_CERT=/etc/lab-host-ca.crt",
+        ]
+    return [*argv, base, "sh", "/src/docker/lock.sh"]
+
+
+def relock(
+    root: Path,
+    *,
+    work: Path,
+    log: procs.CommandLog | None,
+    base_image: str = DEFAULT_BASE_IMAGE,
+    env: Mapping[str, str] | None = None,
+) -> list[Path]:
+    """Resolve docker/apt-packages.in and pyproject's dependencies to docker/*.lock.
+
+    The resolution runs in a container from the base image itself, so the versions locked
+    are the ones that base's APT and Python see.
+    """
+    base = resolve_base(base_image, workdir=Path("/var/tmp/lab-base"), log=log)
+    out = work / "lock"
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    ca_bundle = host_ca_bundle(os.environ if env is None else env)
+    procs.run(
+        lock_argv(base.reference, root, out, ca_bundle),
+        purpose="resolve the image's package locks",
+        log=log,
+        tool="docker",
+        stdout=work / "lock.log",
+        stderr=work / "lock.err",
+        timeout=1800,
+    )
+    written = []
+    for name in ("apt-packages.lock", "requirements.lock"):
+        target = root / "docker" / name
+        shutil.copyfile(out / name, target)
+        written.append(target)
+    return written

@@ -254,6 +254,7 @@ def main(args: argparse.Namespace, console: Console) -> int:
         from lab import container
 
         return container.evaluate_in_image(args, console)
+
     def say(msg: str) -> None:
         console.print(msg, highlight=False)
 

@@ -35,6 +35,7 @@ from lab.keys import (
     PublicKey,
     SecretKey,
     check_private_permissions,
+    key_id_of,
     read_signify_text,
 )
 
@@ -189,7 +190,7 @@ class DetachedSignature:
 
     @property
     def key_id(self) -> str:
-        return PublicKey(raw=bytes(32), keynum=self.keynum).key_id
+        return key_id_of(self.keynum)
 
     @classmethod
     def parse(cls, text: str, *, what: str) -> DetachedSignature:

@@ -241,7 +241,10 @@ def _describe_read_error(exc: BaseException) -> str:
 
 def _scan(path: Path, limits: Limits) -> _Scan:
     scan = _Scan()
-    if path.is_file() and path.stat().st_size == 0:
+    if not path.is_file():
+        scan.read_error = "the file does not exist" if not path.exists() else "not a file"
+        return scan
+    if path.stat().st_size == 0:
         scan.read_error = "the file is empty"
         return scan
     cap = limits.max_total_size + limits.max_header_bytes
@@ -727,11 +730,11 @@ def _write_entries(entries: list[_Entry], dest: Path) -> None:
         tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
     ):
         for entry in entries:
-            info = replace_info(entry.info, size=len(entry.data or b""))
+            info = _copy_info(entry.info, size=len(entry.data or b""))
             tar.addfile(info, None if entry.data is None else io.BytesIO(entry.data))
 
 
-def replace_info(info: tarfile.TarInfo, **changes: Any) -> tarfile.TarInfo:
+def _copy_info(info: tarfile.TarInfo, **changes: Any) -> tarfile.TarInfo:
     copy = tarfile.TarInfo(info.name)
     for attr in ("type", "mode", "mtime", "uid", "gid", "uname", "gname", "linkname", "size"):
         setattr(copy, attr, getattr(info, attr))
@@ -807,7 +810,7 @@ def _case_delete(entries: list[_Entry]) -> str:
 
 def _case_add(entries: list[_Entry]) -> str:
     top = entries[0].info.name.split("/", 1)[0]
-    info = replace_info(_victim(entries).info, name=f"{top}/extra-evidence.txt")
+    info = _copy_info(_victim(entries).info, name=f"{top}/extra-evidence.txt")
     entries.append(_Entry(info, b"planted after signing\n"))
     return f"added {info.name}"
 
@@ -865,7 +868,7 @@ def selftest(archive: Path, pubkey: Path | None = None) -> list[SelftestCase]:
             return cases
         original = _load_entries(copy)
         for name, tamper in _CASES:
-            entries = [_Entry(replace_info(e.info), e.data) for e in original]
+            entries = [_Entry(_copy_info(e.info), e.data) for e in original]
             tampering = tamper(entries)
             target = work / f"{name}.tar.gz"
             _write_entries(entries, target)

@@ -373,9 +373,23 @@ class BpftraceCollector(ProcessCollector):
         return CollectorOutput(self.name, summary, artifacts, client_exit_status=client_status)
 
 
+def stderr_excerpt(completed: Completed, limit: int = procs.STDERR_EXCERPT) -> str:
+    """The end of the wrapped command's stderr without bpftrace's harmless RLIMIT_MEMLOCK
+    complaint (printed on kernels that account BPF memory without that limit)."""
+    if not completed.stderr_path:
+        return ""
+    try:
+        text = Path(completed.stderr_path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    lines = [ln for ln in text.splitlines() if "RLIMIT_MEMLOCK" not in ln and ln.strip()]
+    joined = " ".join(ln.strip() for ln in lines)
+    return joined if len(joined) <= limit else "…" + joined[-limit:]
+
+
 def _failure(completed: Completed, parsed: BpftraceSummary, timeout_s: float) -> str | None:
     """One sentence when the trace cannot be trusted as complete, else None."""
-    stderr = completed.stderr_excerpt()
+    stderr = stderr_excerpt(completed)
     if completed.timed_out:
         return (
             f"bpftrace and the client did not finish within {timeout_s:g} s; "
@@ -507,7 +521,7 @@ def _attach_test(tool: str, tmp: Path, detail: dict[str, Any]) -> str | None:
     detail["version"] = version.read_text(errors="replace").strip() or None
     parsed = parse_bpftrace(out.read_text(errors="replace") if out.exists() else "")
     if done.exit_status != 0 or not parsed.complete:
-        excerpt = done.stderr_excerpt() or f"exit status {done.exit_status}"
+        excerpt = stderr_excerpt(done) or f"exit status {done.exit_status}"
         return f"bpftrace could not attach the lab's probes here ({excerpt})."
     if parsed.counter("@probe_uprobe") != 1:
         return (

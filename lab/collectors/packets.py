@@ -41,6 +41,11 @@ READY_TIMEOUT_S = 10.0
 #: how long stop() waits for the pcap to stop growing before interrupting tcpdump
 DRAIN_TIMEOUT_S = 2.0
 DRAIN_QUIET_S = 0.2
+#: bytes kept of each packet: link + IP + TCP headers and the protocol's request lines (at
+#: most 256 bytes). Payload sizes come from the IP header, not from the captured bytes. A
+#: full snap length makes libpcap use ~256 KiB ring slots in immediate mode, and a 512 KiB
+#: upload then overflows the ring ("packets dropped by kernel"); measured on this machine.
+SNAPLEN = 512
 #: --packets modes the runner accepts
 PACKET_MODES: tuple[str, ...] = ("required", "best-effort", "off")
 
@@ -317,6 +322,8 @@ def _tcpdump_argv(tcpdump: str, ports: Sequence[int]) -> list[str]:
         # after it drops privileges to the 'tcpdump' user.
         "-U",
         "--immediate-mode",
+        "-s",
+        str(SNAPLEN),
         "-w",
         "-",
         capture_filter(ports),

@@ -200,14 +200,19 @@ def _repetitions(run: RunResult) -> list[str]:
 def _evaluation(run: RunResult) -> list[str]:
     evaluation = run.evaluation or {}
     lines = ["## Candidate evaluation", ""]
+    refusal = text.evaluation_refusal(evaluation)
+    if refusal:
+        lines += [f"**{_escape(refusal)}**", ""]
     lines += _pairs(text.evaluation_identity(evaluation), ("item", "value"))
-    for table in (
-        text.evaluation_clause_table(evaluation),
-        text.evaluation_timing_table(evaluation),
-        text.evaluation_diagnostics_table(evaluation),
+    for title, table in (
+        ("Clauses over the evaluation's repetitions", text.evaluation_clause_table(evaluation)),
+        ("Timing (untraced)", text.evaluation_timing_table(evaluation)),
+        ("Diagnostics (traced, no threshold)", text.evaluation_diagnostics_table(evaluation)),
+        ("What was frozen before the candidate ran", text.evaluation_frozen_files(evaluation)),
     ):
         if table is not None:
-            lines += _table(table)
+            lines += [f"### {title}", ""]
+            lines += _table(table, code_columns={1})
     other = text.evaluation_other_rows(evaluation)
     if other:
         lines += ["Other recorded fields:", ""]

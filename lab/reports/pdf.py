@@ -1,6 +1,6 @@
 """The PDF report: the same content as ``report.md``, with a colour-coded verdict matrix and
 charts drawn from the data. Byte-for-byte reproducible for the same input: reportlab runs in
-invariant mode and the document date is the run's ``finished_at``.
+invariant mode and the document date (and the /ID it seeds) is the run's ``finished_at``.
 
     from lab.reports.pdf import render_pdf
     render_pdf(run, run_dir / "report.pdf", files=files)
@@ -12,7 +12,9 @@ every table cell is a wrapped paragraph so that no text runs off the page.
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -115,12 +117,8 @@ def render_pdf(run: RunResult, out: Path, *, files: list[ArchivedFile] | None) -
     )
     story = _story(run, files)
     footer = _footer(run.run_id)
-    doc.build(
-        story,
-        onFirstPage=footer,
-        onLaterPages=footer,
-        canvasmaker=_canvas_maker(_pdf_date(run.finished_at)),
-    )
+    with _document_date(_epoch(run.finished_at)):
+        doc.build(story, onFirstPage=footer, onLaterPages=footer)
     out.write_bytes(buffer.getvalue())
 
 
@@ -139,27 +137,38 @@ class _Document(SimpleDocTemplate):  # type: ignore[misc]
         self.canv.addOutlineEntry(flowable.getPlainText(), key, level=level, closed=level > 0)
 
 
-def _pdf_date(stamp: str) -> str | None:
-    """RFC 3339 ``finished_at`` as a PDF date string (UTC), or None if it does not parse."""
+def _epoch(stamp: str) -> int | None:
+    """RFC 3339 ``finished_at`` as seconds since the epoch, or None if it does not parse."""
     try:
         when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
     except ValueError:
         return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
-    return when.astimezone(UTC).strftime("D:%Y%m%d%H%M%S+00'00'")
+    return int(when.timestamp())
 
 
-def _canvas_maker(date: str | None) -> Callable[..., Canvas]:
-    def make(*args: Any, **kwargs: Any) -> Canvas:
-        canvas = Canvas(*args, **kwargs)
-        if date is not None:
-            # invariant mode would stamp 2000-01-01; the run's own finish time is both
-            # reproducible and meaningful
-            canvas.setDateFormatter(lambda *_: date)
-        return canvas
+@contextmanager
+def _document_date(epoch: int | None) -> Iterator[None]:
+    """Pin reportlab's clock to the run's finish for the duration of one build.
 
-    return make
+    reportlab seeds both the document date and the /ID digest from ``SOURCE_DATE_EPOCH``
+    when it is set (and from 2000-01-01 in invariant mode when it is not), so setting it to
+    the run's own finish time makes the PDF depend on the run alone, whatever the caller's
+    environment holds. The previous value is restored afterwards.
+    """
+    saved = os.environ.get("SOURCE_DATE_EPOCH")
+    if epoch is None:
+        os.environ.pop("SOURCE_DATE_EPOCH", None)
+    else:
+        os.environ["SOURCE_DATE_EPOCH"] = str(epoch)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("SOURCE_DATE_EPOCH", None)
+        else:
+            os.environ["SOURCE_DATE_EPOCH"] = saved
 
 
 def _footer(run_id: str) -> Callable[[Canvas, Any], None]:
@@ -320,7 +329,7 @@ def _story(run: RunResult, files: list[ArchivedFile] | None) -> list[Flowable]:
     story.append(PageBreak())
     story += _limits()
     story.append(_heading("Archived files", 0))
-    story += _table(text.files_table(files), [WIDTH * 0.40, WIDTH * 0.12, WIDTH * 0.48])
+    story += _table(text.files_table(files), [WIDTH * 0.38, WIDTH * 0.09, WIDTH * 0.53])
     return story
 
 
@@ -352,7 +361,7 @@ def _matrix(run: RunResult) -> list[Flowable]:
         ),
     ]
     header = ["scenario", *CLAUSES, "calibration"]
-    label_w, cal_w = 100.0, 78.0
+    label_w, cal_w = 92.0, 72.0
     clause_w = (WIDTH - label_w - cal_w) / len(CLAUSES)
     data: list[list[Flowable]] = [[_p(h, "cellhead") for h in header]]
     extra: list[tuple[Any, ...]] = []
@@ -386,6 +395,8 @@ def _matrix(run: RunResult) -> list[Flowable]:
                 ("BACKGROUND", (0, 0), (-1, 0), HEADER_FILL),
                 ("GRID", (0, 0), (-1, -1), 0.4, GRID),
                 ("VALIGN", (0, 0), (-1, -1), "MIDDLE"),
+                ("LEFTPADDING", (0, 0), (-1, -1), 3),
+                ("RIGHTPADDING", (0, 0), (-1, -1), 3),
                 ("TOPPADDING", (0, 0), (-1, -1), 3),
                 ("BOTTOMPADDING", (0, 0), (-1, -1), 3),
                 *extra,
@@ -504,6 +515,9 @@ def _repetitions(run: RunResult) -> list[Flowable]:
 
 def _evaluation(evaluation: dict[str, Any]) -> list[Flowable]:
     flow: list[Flowable] = [CondPageBreak(200), _heading("Candidate evaluation", 0)]
+    refusal = text.evaluation_refusal(evaluation)
+    if refusal:
+        flow.append(_p(refusal, "box"))
     flow += _pairs(text.evaluation_identity(evaluation))
     clauses = text.evaluation_clause_table(evaluation)
     if clauses is not None:
@@ -512,11 +526,15 @@ def _evaluation(evaluation: dict[str, Any]) -> list[Flowable]:
     timing = text.evaluation_timing_table(evaluation)
     if timing is not None:
         flow.append(_heading("Timing (untraced)", 1))
-        flow += _table(timing, [80, 160, 160, WIDTH - 400])
+        flow += _table(timing, [120, 150, 150, WIDTH - 420])
     diagnostics = text.evaluation_diagnostics_table(evaluation)
     if diagnostics is not None:
         flow.append(_heading("Diagnostics (traced, no threshold)", 1))
-        flow += _table(diagnostics, [180, WIDTH - 180])
+        flow += _table(diagnostics, [70, 35, 30, 75, 60, 60, 60, WIDTH - 390])
+    frozen = text.evaluation_frozen_files(evaluation)
+    if frozen is not None:
+        flow.append(_heading("What was frozen before the candidate ran", 1))
+        flow += _table(frozen, [WIDTH - 270, 270])
     other = text.evaluation_other_rows(evaluation)
     if other:
         flow.append(_heading("Other recorded fields", 1))
@@ -551,7 +569,7 @@ def _scenario(run: RunResult, s: ScenarioResult) -> list[Flowable]:
         _grid(
             verdicts.header,
             verdicts.rows,
-            [30, 106, 42, 46, 48, 70, WIDTH - 342],
+            [30, 100, 40, 56, 50, 66, WIDTH - 342],
             fills,
             first_column_bold=True,
         )

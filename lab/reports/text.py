@@ -696,6 +696,9 @@ def _clause_counts(counts: Mapping[str, Any] | None, n: int) -> str:
         for outcome in ("pass", "fail", "not-observed")
         if int(counts.get(outcome, 0))
     ]
+    as_expected = counts.get("as_expected")
+    if isinstance(as_expected, int) and counts.get("expected") and as_expected != n:
+        parts.append(f"({as_expected}/{n} as expected: {counts['expected']})")
     return "\n".join(parts) if parts else f"none of {n}"
 
 
@@ -711,34 +714,41 @@ def _spread(stats: Any) -> str:
 
 
 def aggregate_table(run: RunResult) -> Table:
+    """One row per scenario from ``run.aggregate`` (``lab.aggregate``): k/N per clause and
+    the aggregate's own capability/reliability wording."""
     rows = []
     for agg in run.aggregate:
         n = int(agg.get("repetitions", 0))
         cal = agg.get("calibration") or {}
-        met = int(cal.get("met_repetitions", 0))
+        # repetitions with no observation disagreeing with its expectation
+        k = int(cal.get("no_disagreement_repetitions", cal.get("met_repetitions", 0)))
         total = int(cal.get("total", n))
+        words = agg.get("wording") or repetition_wording(k, total)
+        failed = agg.get("failed_repetitions") or []
         clauses = agg.get("clauses") or {}
         rows.append(
             [
                 str(agg.get("scenario", NOT_RECORDED)),
                 str(n),
                 *(_clause_counts(clauses.get(c), n) for c in CLAUSES),
-                f"{met}/{total}: {repetition_wording(met, total)}",
+                f"{k}/{total} as expected: {words}"
+                + (f"; failed repetition(s): {fmt(failed)}" if failed else ""),
                 _spread(agg.get("wall_s")),
                 _spread(agg.get("cpu_s")),
             ]
         )
     notes = [
-        "Each repetition starts from a fresh state. One run shows capability, never "
-        "reliability; reliability is reported from 3 repetitions on.",
-        "Timing: median (min - max) of the client's untraced wall and CPU time.",
+        "Each repetition starts from a fresh state and failed repetitions keep all their "
+        "evidence. One run shows capability, never reliability; reliability is stated from "
+        "3 repetitions on.",
+        "Timing: median (min - max) of the client's untraced wall and CPU time per repetition.",
     ]
     return Table(
         [
             "scenario",
             "N",
             *CLAUSES,
-            "calibration met (repetitions)",
+            "calibration over repetitions",
             "wall median (range)",
             "CPU median (range)",
         ],
@@ -793,48 +803,100 @@ def repeated_names(run: RunResult) -> list[str]:
 
 # --------------------------------------------------------------------------- evaluation
 
-#: Keys of ``run.evaluation`` this report draws in dedicated sections; anything else is
-#: listed under "other recorded fields" so nothing the evaluator recorded is hidden.
+#: Keys of ``run.evaluation`` (``lab.evaluate``) this report draws in dedicated tables;
+#: anything else is listed under "other recorded fields" so nothing recorded is hidden.
 EVALUATION_KEYS = frozenset(
     {
         "evaluation_id",
+        "status",
+        "status_reason",
         "candidate",
-        "build",
         "instrument_check",
-        "refused",
         "timing",
         "diagnostics",
         "clauses",
         "repetitions",
+        "files",
+        "lab_version",
+        "fixture",
+        "limits",
     }
+)
+#: untraced timing metrics of ``lab.timing.alternate``, in report order
+TIMING_METRICS: tuple[tuple[str, str], ...] = (
+    ("first_backup_wall", "first backup, wall"),
+    ("first_backup_cpu", "first backup, CPU"),
+    ("unchanged_wall", "unchanged second run, wall"),
+    ("unchanged_cpu", "unchanged second run, CPU"),
 )
 
 
+def evaluation_refusal(evaluation: Mapping[str, Any]) -> str | None:
+    """The sentence to put in front of everything when the lab refused to judge."""
+    if evaluation.get("status") != "refused":
+        return None
+    why = evaluation.get("status_reason") or "no reason recorded"
+    return f"The lab refused to judge this candidate: {why}."
+
+
 def evaluation_identity(evaluation: Mapping[str, Any]) -> list[tuple[str, str]]:
-    rows = [("evaluation id", fmt(evaluation.get("evaluation_id")))]
+    status = fmt(evaluation.get("status"))
+    if evaluation.get("status_reason"):
+        status += f" ({evaluation['status_reason']})"
+    rows = [
+        ("evaluation id", fmt(evaluation.get("evaluation_id"))),
+        ("status", status),
+        ("lab version", fmt(evaluation.get("lab_version"))),
+        ("repetitions", fmt(evaluation.get("repetitions"))),
+    ]
     candidate = evaluation.get("candidate")
     if isinstance(candidate, Mapping):
         rows.append(("candidate kind", fmt(candidate.get("kind"))))
+        rows.append(("candidate input", fmt(candidate.get("input_name"))))
+        rows.append(("candidate input SHA-256", fmt(candidate.get("input_sha256"))))
         rows.append(("candidate binary SHA-256", fmt(candidate.get("binary_sha256"))))
+        build = candidate.get("build")
+        if isinstance(build, Mapping):
+            rows.append(("build status", fmt(build.get("status"))))
+            for key in sorted(build):
+                if key != "status":
+                    rows.append((f"build {key.replace('_', ' ')}", fmt(build[key])))
+        else:
+            rows.append(("build status", fmt(build)))
         for key in sorted(candidate):
-            if key not in ("kind", "binary_sha256"):
+            if key not in ("kind", "input_name", "input_sha256", "binary_sha256", "build"):
                 rows.append((f"candidate {key.replace('_', ' ')}", fmt(candidate[key])))
     else:
         rows.append(("candidate", NOT_RECORDED))
-    build = evaluation.get("build")
-    if isinstance(build, Mapping):
-        rows.append(("build status", fmt(build.get("status"))))
-        for key in sorted(build):
-            if key != "status":
-                rows.append((f"build {key.replace('_', ' ')}", fmt(build[key])))
-    else:
-        rows.append(("build status", fmt(build)))
     check = evaluation.get("instrument_check")
     if isinstance(check, Mapping):
-        rows.append(("instrument check", "; ".join(f"{k}: {fmt(check[k])}" for k in sorted(check))))
-    if evaluation.get("refused"):
-        rows.append(("REFUSED TO JUDGE", fmt(evaluation["refused"])))
+        caught = check.get("caught")
+        detail = (
+            "; ".join(
+                f"{name}: " + ", ".join(f"{c} {caught[name][c]}" for c in sorted(caught[name]))
+                for name in sorted(caught)
+                if isinstance(caught[name], Mapping)
+            )
+            if isinstance(caught, Mapping)
+            else fmt(caught)
+        )
+        ok = check.get("ok")
+        verdict = "caught the seeded defects" if ok else "did NOT catch the seeded defects"
+        rows.append(("instrument check", f"{verdict} ({detail or NOT_RECORDED})"))
+    for key in ("fixture", "limits"):
+        value = evaluation.get(key)
+        if isinstance(value, Mapping):
+            rows.append((key, "; ".join(f"{k}: {fmt(value[k])}" for k in sorted(value))))
     return rows
+
+
+def evaluation_frozen_files(evaluation: Mapping[str, Any]) -> Table | None:
+    files = evaluation.get("files")
+    if not isinstance(files, Mapping) or not files:
+        return None
+    rows = [[name, str(files[name])] for name in sorted(files)]
+    notes = ["Hashed before the candidate ran; together they define the evaluation id."]
+    return Table(["frozen file", "SHA-256"], rows, notes)
 
 
 def timing_ratio(candidate: Any, baseline: Any) -> float | None:
@@ -851,25 +913,42 @@ def evaluation_timing_table(evaluation: Mapping[str, Any]) -> Table | None:
     timing = evaluation.get("timing")
     if not isinstance(timing, Mapping):
         return None
-    base = timing.get("baseline") or {}
-    cand = timing.get("candidate") or {}
+    clients = timing.get("clients") or {}
+    base = clients.get("baseline") or {}
+    cand = clients.get("candidate") or {}
+    ratios = timing.get("ratio") if isinstance(timing.get("ratio"), Mapping) else {}
     rows = []
-    for metric, label in (("wall_s", "wall time"), ("cpu_s", "CPU time")):
+    for metric, label in TIMING_METRICS:
+        ratio = (
+            ratios.get(metric)
+            if metric in ratios
+            else timing_ratio(cand.get(metric), base.get(metric))
+        )
         rows.append(
             [
                 label,
                 _spread(base.get(metric)),
                 _spread(cand.get(metric)),
-                fmt_ratio(timing_ratio(cand.get(metric), base.get(metric))),
+                fmt_ratio(ratio if isinstance(ratio, int | float) else None),
             ]
         )
-    reps = timing.get("repetitions")
-    notes = [
-        "Untraced repeated runs only; ratio = candidate median / baseline median "
-        f"({fmt(reps)} repetitions each). Below 1.00x the candidate is faster."
+    exits = [
+        f"{name}: {fmt(clients[name].get('nonzero_exits'))}"
+        for name in ("baseline", "candidate")
+        if isinstance(clients.get(name), Mapping)
     ]
+    notes = [
+        f"Untraced runs, {fmt(timing.get('rounds'))} rounds, clients alternated. "
+        "Ratio = candidate median / baseline median; below 1.00x the candidate is faster; "
+        "N/A where undefined.",
+        f"Method: {fmt(timing.get('method'))}.",
+    ]
+    if exits:
+        notes.append("Runs that exited non-zero: " + "; ".join(exits) + ".")
     return Table(
-        ["timing", "baseline median (range)", "candidate median (range)", "ratio"], rows, notes
+        ["untraced timing", "baseline median (range)", "candidate median (range)", "ratio"],
+        rows,
+        notes,
     )
 
 
@@ -877,29 +956,56 @@ def evaluation_clause_table(evaluation: Mapping[str, Any]) -> Table | None:
     clauses = evaluation.get("clauses")
     if not isinstance(clauses, Mapping):
         return None
-    n = int(evaluation.get("repetitions", 0) or 0)
     rows = []
     for c in CLAUSES:
         counts = clauses.get(c)
-        k = int(counts.get("pass", 0)) if isinstance(counts, Mapping) else 0
-        rows.append(
-            [
-                c,
-                CLAUSE_TITLES[c],
-                _clause_counts(counts if isinstance(counts, Mapping) else None, n),
-                repetition_wording(k, n) if isinstance(counts, Mapping) else NOT_RECORDED,
-            ]
-        )
+        if not isinstance(counts, Mapping):
+            rows.append([c, CLAUSE_TITLES[c], NOT_RECORDED, NOT_RECORDED])
+            continue
+        n = int(counts.get("total", evaluation.get("repetitions", 0)) or 0)
+        k = int(counts.get("pass", 0))
+        rows.append([c, CLAUSE_TITLES[c], _clause_counts(counts, n), repetition_wording(k, n)])
     return Table(["clause", "requirement", "outcomes", "claim supported"], rows)
 
 
+DIAGNOSTIC_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("condition", "condition"),
+    ("repetition", "rep."),
+    ("invocation", "inv."),
+    ("source_bytes_read", "source bytes read"),
+    ("read_ratio", "read / file size"),
+    ("hash_file_calls", "hash_file entries"),
+    ("cpu_s_untraced", "untraced CPU"),
+)
+
+
 def evaluation_diagnostics_table(evaluation: Mapping[str, Any]) -> Table | None:
+    """Unnecessary-work diagnostics (traced passes): no threshold, kept apart from timing."""
     diagnostics = evaluation.get("diagnostics")
-    if not isinstance(diagnostics, Mapping) or not diagnostics:
+    if not isinstance(diagnostics, list) or not diagnostics:
         return None
-    rows = [[k.replace("_", " "), fmt(diagnostics[k])] for k in sorted(diagnostics)]
-    notes = ["Diagnostics come from traced runs: no threshold, and not comparable to timings."]
-    return Table(["diagnostic (traced runs)", "value"], rows, notes)
+    rows = []
+    for row in diagnostics:
+        if not isinstance(row, Mapping):
+            continue
+        cells = []
+        for key, _ in DIAGNOSTIC_COLUMNS:
+            value = row.get(key)
+            if key == "cpu_s_untraced":
+                cells.append(fmt_seconds(value) if isinstance(value, int | float) else NOT_RECORDED)
+            elif value is None:
+                cells.append(NOT_OBSERVED)
+            else:
+                cells.append(fmt(value))
+        missing = row.get("missing") or []
+        cells.append(fmt(missing) if missing else "-")
+        rows.append(cells)
+    notes = [
+        "From traced passes: diagnostics of unnecessary work, with no threshold; they are "
+        "not timings. 'not observed' means the collector named in the last column did not run."
+    ]
+    header = [label for _, label in DIAGNOSTIC_COLUMNS] + ["collectors missing"]
+    return Table(header, rows, notes)
 
 
 def evaluation_other_rows(evaluation: Mapping[str, Any]) -> list[tuple[str, str]]:

@@ -167,16 +167,16 @@ def test_capture_counts_a_loopback_exchange_exactly(
     ctx = _ctx(tmp_path, tmp_path / "client", receiver.port, decoy.port)
     capture = PacketCapture(ctx)
     capture.start()
-    # 200,000 bytes: several loopback segments (the MSS is about 65,483 bytes).
-    assert _exchange(receiver.port, b"p" * 200_000) == b"OK\n"
+    # A 512 KiB upload, as in the baseline scenario: several 64 KiB loopback segments.
+    assert _exchange(receiver.port, b"p" * 524_288) == b"OK\n"
     assert _exchange(decoy.port, b"hello decoy") == b""
     out = capture.stop()
     assert out.error is None, out.error
     s = out.summary
     assert s is not None
     receiver.thread.join(5)
-    assert receiver.received == 200_000
-    assert s["payload_bytes_to_receiver"] == 200_000
+    assert receiver.received == 524_288
+    assert s["payload_bytes_to_receiver"] == 524_288
     assert s["payload_bytes_from_receiver"] == 3
     assert s["payload_bytes_to_decoy"] == 11
     assert s["payload_bytes_from_decoy"] == 0

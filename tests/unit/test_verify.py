@@ -317,6 +317,10 @@ def test_truncated_at_the_end(good: ArchiveInfo, pubkey: Path, tmp_path: Path, c
     assert_rejected(path, pubkey, "cut short")
 
 
+def test_missing_archive(tmp_path: Path, pubkey: Path) -> None:
+    assert_rejected(tmp_path / "nope.tar.gz", pubkey, "nope.tar.gz", "does not exist")
+
+
 def test_not_gzip(tmp_path: Path, pubkey: Path) -> None:
     path = tmp_path / "plain.tar.gz"
     path.write_bytes(b"this is not an archive at all" * 20)

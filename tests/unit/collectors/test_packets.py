@@ -3,8 +3,11 @@
 Each fixture (tests/assets/packets/<name>.pcap + <name>.stderr.txt) holds one exchange:
 3000 payload bytes to the receiver port 40111 (answer "OK\\n", 3 bytes), 11 TCP payload
 bytes to the decoy port 40112 (no answer), then one 5-byte UDP datagram to the decoy port.
-``lo-en10mb`` is ``tcpdump -i lo``; ``any-sll2`` is ``-i any`` (Linux cooked v2, and it
-happened to drop 2 packets in the kernel); ``any-sll`` is ``-i any -y LINUX_SLL``.
+All were taken with the collector's snap length (512 bytes), so the 3000-byte segment is
+cut in the file and its payload size must come from the IP header. ``lo-en10mb`` is
+``tcpdump -i lo``; ``any-sll2`` is ``-i any`` (Linux cooked v2); ``any-sll`` is
+``-i any -y LINUX_SLL``. ``full-snaplen-drops.stderr.txt`` is tcpdump's report of a full
+snap-length capture of five 512 KiB uploads, which overflowed the ring buffer.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ def _pcap(assets: Path, name: str) -> bytes:
     [
         ("lo-en10mb", DLT_EN10MB, 19, 6),
         ("any-sll", DLT_LINUX_SLL, 19, 6),
-        ("any-sll2", DLT_LINUX_SLL2, 18, 5),
+        ("any-sll2", DLT_LINUX_SLL2, 19, 6),
     ],
 )
 def test_payload_bytes_per_port_and_direction(
@@ -101,6 +104,13 @@ def test_dlt_null_is_parsed(assets: Path) -> None:
     )
 
 
+def test_payload_comes_from_headers_not_captured_bytes(assets: Path) -> None:
+    frames = list(dpkt.pcap.Reader(io.BytesIO(_pcap(assets, "lo-en10mb"))))
+    assert max(len(buf) for _, buf in frames) == 512  # the 3000-byte segment was cut
+    _, parsed = read_pcap(_pcap(assets, "lo-en10mb"))
+    assert max(p.payload for p in parsed) == 3000
+
+
 def test_retransmitted_segment_is_counted_once(assets: Path) -> None:
     data = _pcap(assets, "lo-en10mb")
     frames = list(dpkt.pcap.Reader(io.BytesIO(data)))
@@ -108,8 +118,8 @@ def test_retransmitted_segment_is_counted_once(assets: Path) -> None:
     writer = dpkt.pcap.Writer(out, linktype=DLT_EN10MB)
     for ts, buf in frames:
         writer.writepkt(buf, ts=ts)
-        tcp = dpkt.ethernet.Ethernet(buf).data.data
-        if isinstance(tcp, dpkt.tcp.TCP) and len(tcp.data) == 3000:
+        ip = dpkt.ethernet.Ethernet(buf).data
+        if isinstance(ip.data, dpkt.tcp.TCP) and ip.len - 20 - ip.data.off * 4 == 3000:
             writer.writepkt(buf, ts=ts + 0.2)  # the same segment again
     _, parsed = read_pcap(out.getvalue())
     s = summarize_packets(parsed, R, D, [R, D])
@@ -138,11 +148,11 @@ def test_ipv6_destination_is_bracketed() -> None:
 
 
 def test_counters_from_tcpdump_stderr(assets: Path) -> None:
-    text = (assets / "packets" / "any-sll2.stderr.txt").read_text()
+    text = (assets / "packets" / "full-snaplen-drops.stderr.txt").read_text()
     assert parse_counters(text) == {
-        "captured": 18,
-        "received_by_filter": 38,
-        "dropped_by_kernel": 2,
+        "captured": 128,
+        "received_by_filter": 284,
+        "dropped_by_kernel": 28,
         "dropped_by_interface": None,
     }
     singular = "1 packet captured\n1 packet received by filter\n0 packets dropped by kernel\n"
@@ -203,8 +213,8 @@ def test_collect_from_kept_files(assets: Path, tmp_path: Path) -> None:
     ]
     lines = (ctx.out_dir / "capture-summary.txt").read_text().splitlines()
     assert len(lines) == 19
-    assert lines[3] == "1795968356.373200 tcp 127.0.0.1:50172 -> 127.0.0.1:40111 [P.] payload 3000"
-    assert lines[-1] == "1795968356.373705 udp 127.0.0.1:35442 -> 127.0.0.1:40112 payload 5"
+    assert lines[3] == "1795968601.894885 tcp 127.0.0.1:40232 -> 127.0.0.1:40111 [P.] payload 3000"
+    assert lines[-1] == "1795968601.895538 udp 127.0.0.1:42028 -> 127.0.0.1:40112 payload 5"
 
 
 def test_collect_without_counters_is_an_error(assets: Path, tmp_path: Path) -> None:

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import statistics
 import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from lab.aggregate import aggregate
 from lab.model import (
     CLAUSES,
     ClientClaim,
@@ -677,48 +677,6 @@ def _environment() -> dict[str, Any]:
     }
 
 
-def aggregate_of(scenarios: list[ScenarioResult]) -> list[dict[str, Any]]:
-    """The aggregate shape ``lab.aggregate`` writes, computed here for the fixture."""
-    names: list[str] = []
-    for s in scenarios:
-        if s.name not in names:
-            names.append(s.name)
-    out: list[dict[str, Any]] = []
-    for name in names:
-        reps = [s for s in scenarios if s.name == name]
-        clauses = {
-            c: {
-                o: sum(1 for s in reps if c in s.verdicts and s.verdicts[c].observed == o)
-                for o in ("pass", "fail", "not-observed")
-            }
-            for c in CLAUSES
-        }
-        walls = [sum(i.claim.wall_s for i in s.primary.invocations) for s in reps if s.primary]
-        cpus = [sum(i.claim.cpu_s or 0.0 for i in s.primary.invocations) for s in reps if s.primary]
-        out.append(
-            {
-                "scenario": name,
-                "repetitions": len(reps),
-                "clauses": clauses,
-                "calibration": {
-                    "met_repetitions": sum(
-                        1
-                        for s in reps
-                        if s.calibration.not_met == 0 and s.calibration.not_observed == 0
-                    ),
-                    "total": len(reps),
-                },
-                "wall_s": {
-                    "median": statistics.median(walls),
-                    "min": min(walls),
-                    "max": max(walls),
-                },
-                "cpu_s": {"median": statistics.median(cpus), "min": min(cpus), "max": max(cpus)},
-            }
-        )
-    return out
-
-
 def _run(scenarios: list[ScenarioResult], observers_available: bool, **options: Any) -> RunResult:
     run = RunResult(
         run_id="20261129T160000Z-ab12cd",
@@ -742,7 +700,7 @@ def _run(scenarios: list[ScenarioResult], observers_available: bool, **options: 
             "keynum": "53e9651e6ea1ac0e",
         },
     )
-    run.aggregate = aggregate_of(scenarios)
+    run.aggregate = aggregate(scenarios)
     return run
 
 
@@ -832,45 +790,102 @@ def build_repeated_run() -> RunResult:
     scenarios.append(_scenario(by_name["false-success"], 1, collectors, 43_100))
     run = _run(scenarios, True, repetitions=3)
     run.evaluation = {
-        "evaluation_id": "eval-20261129T170000Z-5c1d",
+        "evaluation_id": "eval-5c1d07a9e2b4f613",
+        "lab_version": "0.1.0",
+        "status": "fail",
+        "status_reason": "clause(s) C2 did not pass in every repetition",
+        "repetitions": 5,
+        "files": {
+            "docs/client-contract.md": hashlib.sha256(b"contract").hexdigest(),
+            "lab/contract.py": hashlib.sha256(b"contract.py").hexdigest(),
+            "scenarios/candidate/contract.yaml": hashlib.sha256(b"conditions").hexdigest(),
+        },
+        "fixture": {"generator": "shake_256 lab-fixture-v1", "size": SIZE},
+        "limits": {"invocation_timeout_s": 60.0, "build_timeout_s": 300.0, "timing_runs": 20},
         "candidate": {
             "kind": "patch",
+            "input_name": "agent.patch",
+            "input_sha256": hashlib.sha256(b"candidate patch").hexdigest(),
             "binary_sha256": hashlib.sha256(b"candidate binary").hexdigest(),
-            "patch_sha256": hashlib.sha256(b"candidate patch").hexdigest(),
-            "base_commit": "3f9c2a7d41be0c58e2d97f16a3b4c5d6e7f80912",
+            "build": {
+                "status": "built",
+                "patch_exit_status": 0,
+                "patch_strip": 1,
+                "exit_status": 0,
+                "timed_out": False,
+                "duration_s": 2.41,
+                "log": "candidate/build.log",
+                "stderr": "candidate/build.err",
+            },
         },
-        "build": {"status": "ok", "compiler": "gcc (Debian 12.2.0-14) 12.2.0", "wall_s": 2.41},
         "instrument_check": {
             "scenarios": ["false-success", "unexpected-egress"],
-            "caught": True,
-            "collectors": ["strace", "bpftrace", "packets"],
+            "caught": {
+                "false-success": {"C1": "fail", "C6": "fail"},
+                "unexpected-egress": {"C3": "fail"},
+            },
+            "ok": True,
         },
-        "repetitions": 5,
         "clauses": {
-            "C1": {"pass": 5, "fail": 0, "not-observed": 0},
-            "C2": {"pass": 4, "fail": 1, "not-observed": 0},
-            "C3": {"pass": 5, "fail": 0, "not-observed": 0},
-            "C4": {"pass": 5, "fail": 0, "not-observed": 0},
-            "C5": {"pass": 5, "fail": 0, "not-observed": 0},
-            "C6": {"pass": 5, "fail": 0, "not-observed": 0},
+            c: {
+                "pass": 4 if c == "C2" else 5,
+                "fail": 1 if c == "C2" else 0,
+                "not-observed": 0,
+                "total": 5,
+            }
+            for c in CLAUSES
         },
+        "diagnostics": [
+            {
+                "condition": "contract",
+                "repetition": 1,
+                "invocation": 1,
+                "source_bytes_read": SIZE,
+                "read_ratio": 1.0,
+                "hash_file_calls": 1,
+                "cpu_s_untraced": 0.0091,
+                "missing": [],
+            },
+            {
+                "condition": "contract",
+                "repetition": 1,
+                "invocation": 2,
+                "source_bytes_read": None,
+                "read_ratio": None,
+                "hash_file_calls": 1,
+                "cpu_s_untraced": 0.0083,
+                "missing": ["strace"],
+            },
+        ],
         "timing": {
-            "repetitions": 5,
-            "baseline": {
-                "wall_s": {"median": 0.0253, "min": 0.0241, "max": 0.0297},
-                "cpu_s": {"median": 0.0190, "min": 0.0184, "max": 0.0215},
+            "rounds": 20,
+            "size": SIZE,
+            "method": "untraced; clients alternated; each round = first backup into an empty "
+            "receiver + unchanged second invocation; wall = spawn to reap, cpu = user+sys rusage",
+            "clients": {
+                "baseline": {
+                    "first_backup_wall": {"median": 0.0141, "min": 0.0132, "max": 0.0188, "n": 20},
+                    "first_backup_cpu": {"median": 0.0102, "min": 0.0097, "max": 0.0121, "n": 20},
+                    "unchanged_wall": {"median": 0.0112, "min": 0.0104, "max": 0.0139, "n": 20},
+                    "unchanged_cpu": {"median": 0.0088, "min": 0.0083, "max": 0.0097, "n": 20},
+                    "nonzero_exits": 0,
+                },
+                "candidate": {
+                    "first_backup_wall": {"median": 0.0117, "min": 0.0109, "max": 0.0151, "n": 20},
+                    "first_backup_cpu": {"median": 0.0081, "min": 0.0078, "max": 0.0094, "n": 20},
+                    "unchanged_wall": {"median": 0.0031, "min": 0.0028, "max": 0.0046, "n": 20},
+                    "unchanged_cpu": None,
+                    "nonzero_exits": 0,
+                },
             },
-            "candidate": {
-                "wall_s": {"median": 0.0198, "min": 0.0189, "max": 0.0251},
-                "cpu_s": {"median": 0.0151, "min": 0.0147, "max": 0.0166},
+            "ratio": {
+                "first_backup_wall": 0.8298,
+                "first_backup_cpu": 0.7941,
+                "unchanged_wall": 0.2768,
+                "unchanged_cpu": None,
             },
         },
-        "diagnostics": {
-            "hash_calls_per_invocation": [1, 1],
-            "source_bytes_read_per_invocation": [SIZE, 0],
-            "top_client_symbol": "hash_file",
-        },
-        "workspace": "/tmp/lab-eval-xyz/candidate",
+        "workspace": "/tmp/lab-candidate-xyz/native",
     }
     return run
 

@@ -1,0 +1,232 @@
+"""Invoke tasks for the Execution Evidence Lab (``invoke --list``).
+
+    invoke lab.run                 # build the pinned image (cached), run every scenario inside
+                                   # it with host kernel access, write a signed archive
+    invoke lab.run --local         # the same run on this host, without a container
+    invoke lab.verify --archive artifacts/<run>.tar.gz --pubkey lab.pub
+    invoke keys.generate --out keys
+    invoke image.lock              # re-pin the Debian packages and Python wheels
+
+Tasks hold no logic of their own: the container work is ``lab.container`` and everything else
+is ``python -m lab``. Tasks that build or run the image need Docker (and root, or membership
+of the docker group).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+from invoke.collection import Collection
+from invoke.context import Context
+from invoke.tasks import task
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+
+from lab import container, debootstrap  # noqa: E402
+from lab.errors import LabError  # noqa: E402
+
+HELP_RUN = {
+    "scenario": "a scenario to run (repeatable); default: every scenario",
+    "collector": "none, strace, bpftrace, perf or all (default: all)",
+    "packets": "off, best-effort or required (default: required when capture is possible)",
+    "repetitions": "repetitions per scenario (default: 1)",
+    "size": "source file size in bytes (default: the scenario's)",
+    "local": "run on this host instead of in the container",
+    "privileged": "run the container with --privileged instead of the explicit capability set",
+    "rebuild": "rebuild the image even when its inputs did not change",
+}
+
+
+def _ctx() -> container.Context:
+    return container.Context.for_repo(ROOT)
+
+
+def _fail(error: LabError) -> None:
+    """Show the lab's one sentence and stop with its exit status."""
+    print(f"error: {error}", file=sys.stderr)
+    raise SystemExit(error.exit_code)
+
+
+def _host_lab(c: Context, args: list[str]) -> None:
+    c.run(shlex.join([sys.executable, "-m", "lab", *args]), pty=sys.stdout.isatty())
+
+
+def _in_container(
+    args: list[str],
+    *,
+    privileged: bool = False,
+    rebuild: bool = False,
+    mounts: tuple[tuple[Path, str], ...] = (),
+) -> None:
+    try:
+        container.run_lab(_ctx(), args, privileged=privileged, mounts=mounts, rebuild=rebuild)
+    except LabError as error:
+        _fail(error)
+
+
+# --- lab ------------------------------------------------------------------------------
+
+
+@task(help={"no_cache": "build every layer again", "base_image": "the pinned base reference"})
+def build(
+    c: Context, no_cache: bool = False, base_image: str = debootstrap.DEFAULT_BASE_IMAGE
+) -> None:
+    """Build the lab image (pulls the pinned base, or bootstraps it where no registry is)."""
+    ctx = _ctx()
+    try:
+        container.ensure_engine(ctx, install=True)
+        identity = container.build_image(ctx, base_image=base_image, no_cache=no_cache)
+    except LabError as error:
+        _fail(error)
+    base = identity["base"]
+    print(f"image {identity['name']} {identity['id']} (base: {base['path']} {base['reference']})")
+    print(f"client sha256 {identity['client_sha256']}; identity in artifacts/.image.json")
+
+
+@task(iterable=["scenario"], help=HELP_RUN)
+def run(
+    c: Context,
+    scenario: list[str] | None = None,
+    collector: str = "all",
+    packets: str | None = None,
+    repetitions: int = 1,
+    size: int | None = None,
+    local: bool = False,
+    privileged: bool = False,
+    rebuild: bool = False,
+) -> None:
+    """Run the scenarios (default: all) and write a signed evidence archive to artifacts/."""
+    # Inside the container the capture capability is granted; on the host only root has it.
+    capture = "required" if (not local or os.geteuid() == 0) else "best-effort"
+    args = ["run", *(scenario or []), *([] if scenario else ["--all"])]
+    args += ["--collector", collector, "--packets", packets or capture]
+    args += ["--repetitions", str(repetitions)]
+    if size is not None:
+        args += ["--size", str(size)]
+    if local:
+        _host_lab(c, [*args, "--out", str(ROOT / "artifacts")])
+        return
+    _in_container(
+        [*args, "--out", container.CONTAINER_ARTIFACTS], privileged=privileged, rebuild=rebuild
+    )
+
+
+@task(help={"json": "machine-readable output", "local": "on this host, not in the container"})
+def doctor(c: Context, json: bool = False, local: bool = False, privileged: bool = False) -> None:
+    """Say which observers work here, and why not."""
+    args = ["doctor", *(["--json"] if json else [])]
+    if local:
+        _host_lab(c, args)
+    else:
+        _in_container(args, privileged=privileged)
+
+
+@task
+def shell(c: Context, privileged: bool = False) -> None:
+    """An interactive shell in the lab image, with the same mounts and capabilities as a run."""
+    ctx = _ctx()
+    try:
+        info = container.ensure_engine(ctx, install=True)
+        identity = container.ensure_image(ctx)
+        container.prepare(ctx, identity, container.container_options(ctx), info)
+        argv = container.shell_argv(ctx, identity, privileged=privileged)
+    except LabError as error:
+        _fail(error)
+    c.run(shlex.join(argv), pty=True)
+
+
+@task(help={"archive": "the .tar.gz to verify", "pubkey": "the public key to trust"})
+def verify(c: Context, archive: str, pubkey: str | None = None, selftest: bool = False) -> None:
+    """Verify an evidence archive on this host (no container needed)."""
+    args = ["verify", archive, *(["--pubkey", pubkey] if pubkey else [])]
+    _host_lab(c, [*args, *(["--selftest"] if selftest else [])])
+
+
+@task(
+    help={
+        "patch": "a patch to the reference client",
+        "source_dir": "a client source tree",
+        "binary": "a client executable",
+        "repetitions": "untraced timing repetitions",
+        "local": "on this host, not in the container",
+    }
+)
+def evaluate(
+    c: Context,
+    patch: str | None = None,
+    source_dir: str | None = None,
+    binary: str | None = None,
+    repetitions: int | None = None,
+    local: bool = False,
+    privileged: bool = False,
+) -> None:
+    """Judge a client someone else wrote against the frozen contract."""
+    choices = (("--patch", patch), ("--source-dir", source_dir), ("--binary", binary))
+    given = [(flag, value) for flag, value in choices if value]
+    if len(given) != 1:
+        _fail(LabError("lab.evaluate needs exactly one of --patch, --source-dir, --binary."))
+    flag, value = given[0]
+    extra = ["--repetitions", str(repetitions)] if repetitions is not None else []
+    if local:
+        _host_lab(c, ["evaluate", flag, value, *extra, "--out", str(ROOT / "artifacts")])
+        return
+    # The candidate is mounted read-only under /lab/candidate, keeping its file name.
+    host = Path(value).resolve()
+    inside = f"/lab/candidate/{host.name}"
+    args = ["evaluate", flag, inside, *extra, "--out", container.CONTAINER_ARTIFACTS]
+    _in_container(args, privileged=privileged, mounts=((host, inside),))
+
+
+@task(help={"artifacts": "also delete artifacts/ (evidence archives included)"})
+def clean(c: Context, artifacts: bool = False) -> None:
+    """Remove the image, the fetched wheels and native build outputs."""
+    ctx = _ctx()
+    if shutil.which("docker"):
+        c.run(shlex.join(["docker", "image", "rm", "--force", container.IMAGE]), warn=True)
+    shutil.rmtree(ROOT / "docker" / "wheels", ignore_errors=True)
+    c.run(shlex.join(["make", "-C", str(ROOT / "native"), "clean"]), warn=True)
+    shutil.rmtree(ctx.image_dir, ignore_errors=True)
+    for name in (".image.json", ".container.json"):
+        (ctx.artifacts / name).unlink(missing_ok=True)
+    if artifacts:
+        for child in ctx.artifacts.iterdir():
+            if child.name != ".gitkeep":
+                shutil.rmtree(child) if child.is_dir() else child.unlink()
+
+
+# --- keys -----------------------------------------------------------------------------
+
+
+@task(name="generate", help={"out": "directory for lab.key (secret) and lab.pub"})
+def keys_generate(c: Context, out: str = "keys") -> None:
+    """Make a signing key pair (signify format)."""
+    _host_lab(c, ["keys", "generate", "--out", out])
+
+
+# --- image ----------------------------------------------------------------------------
+
+
+@task(name="lock", help={"base_image": "the base to resolve in"})
+def image_lock(c: Context, base_image: str = debootstrap.DEFAULT_BASE_IMAGE) -> None:
+    """Re-pin docker/apt-packages.lock and docker/requirements.lock from the archives."""
+    ctx = _ctx()
+    try:
+        container.ensure_engine(ctx, install=True)
+        written = debootstrap.relock(
+            ctx.root, work=ctx.image_dir, log=ctx.log, base_image=base_image
+        )
+    except LabError as error:
+        _fail(error)
+    for path in written:
+        print(f"wrote {path.relative_to(ROOT)}")
+
+
+lab = Collection("lab", build, run, doctor, shell, verify, evaluate)
+keys = Collection("keys", keys_generate)
+image = Collection("image", image_lock)
+ns = Collection(lab, keys, image, clean)

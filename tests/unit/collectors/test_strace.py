@@ -1,0 +1,297 @@
+"""The strace collector: golden parses of real traces (tests/assets/strace/, captured by
+tests/assets/strace/capture.py) and the collector's handling of failed runs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lab import procs
+from lab.collectors import strace
+from lab.collectors.base import InvocationContext
+from lab.collectors.strace import (
+    StraceCollector,
+    descriptor,
+    destinations_in,
+    is_socket,
+    iter_syscalls,
+    parse_strace,
+    split_args,
+    unescape,
+)
+from lab.procs import CommandLog, Completed
+
+SIZE = 200000  # the small fixture source (capture.py)
+NATIVE_SIZE = 524288
+
+
+@pytest.fixture
+def fixtures(assets: Path) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((assets / "strace" / "fixtures.json").read_text())
+    return loaded
+
+
+def parse(assets: Path, fixtures: dict[str, Any], name: str) -> strace.StraceSummary:
+    text = (assets / "strace" / f"{name}.txt").read_text()
+    return parse_strace(text, fixtures[name]["source"])
+
+
+GOLDEN = [
+    "python_client",
+    "threads",
+    "network",
+    "killed",
+    "truncated",
+    "native_hash_storm_second",
+    "native_baseline_first",
+]
+
+
+@pytest.mark.parametrize("name", GOLDEN)
+def test_golden(assets: Path, fixtures: dict[str, Any], name: str) -> None:
+    summary = parse(assets, fixtures, name)
+    got = summary.to_dict() | {"complete": summary.complete}
+    expected = json.loads((assets / "strace" / f"{name}.expected.json").read_text())
+    assert got == expected
+
+
+def test_python_client_figures_follow_from_the_program(
+    assets: Path, fixtures: dict[str, Any]
+) -> None:
+    # two whole passes in 64 KiB reads (4 with data + 1 at EOF each) and one 100-byte pread;
+    # the read on a directory descriptor fails and is not the source
+    s = parse(assets, fixtures, "python_client")
+    assert s.source_bytes_read == 2 * SIZE + 100
+    assert s.source_reads == 2 * 5 + 1
+    assert s.connects == 1
+    assert s.destinations == [f"127.0.0.1:{fixtures['python_client']['receiver_port']}"]
+    assert s.sent_bytes == len("HAVE ") + 64 + len(f" {SIZE}\n")
+    assert s.exit_status == 0
+
+
+def test_source_path_is_matched_through_strace_escaping(assets: Path) -> None:
+    text = (assets / "strace" / "python_client.txt").read_text()
+    assert "source \\0761.bin>" in text  # strace wrote ">" as \076
+    assert unescape("/tmp/lab-fixture/source \\0761.bin") == "/tmp/lab-fixture/source >1.bin"
+
+
+def test_threads_join_unfinished_and_resumed(assets: Path, fixtures: dict[str, Any]) -> None:
+    text = (assets / "strace" / "threads.txt").read_text()
+    assert "<unfinished ...>" in text and "resumed>" in text
+    s = parse(assets, fixtures, "threads")
+    # the main thread and two reader threads each read the whole source once
+    assert s.source_bytes_read == 3 * SIZE
+    assert s.processes == 3
+    assert s.exit_status == 3
+    port = fixtures["threads"]["receiver_port"]
+    # sendto to 47020 and sendmmsg to 47021 are destinations without any connect
+    assert s.destinations == ["127.0.0.1:47020", "127.0.0.1:47021", f"127.0.0.1:{port}"]
+    assert s.connects == 1
+    # 5 (sendto) + 4 + 5 (sendmmsg msg_len) + 77 (HAVE line written to the TCP socket)
+    assert s.sent_bytes == 5 + 9 + 77
+
+
+def test_every_address_family(assets: Path, fixtures: dict[str, Any]) -> None:
+    s = parse(assets, fixtures, "network")
+    assert s.destinations == [
+        "127.0.0.1:47012",
+        "[::1]:47010",
+        "[::1]:47011",
+        "[::1]:47013",
+        "unix:/tmp/lab-fixture/no such.sock",
+        "unix:@lab-abstract",
+    ]
+    assert s.connects == 3  # refused and failed connects count too
+    assert s.sent_bytes == 1 + 4 + 2
+
+
+def test_killed_client(assets: Path, fixtures: dict[str, Any]) -> None:
+    s = parse(assets, fixtures, "killed")
+    assert s.complete
+    assert s.exit_status is None
+    assert s.killed_by_signal == 9
+
+
+def test_truncated_trace_is_not_complete(assets: Path, fixtures: dict[str, Any]) -> None:
+    s = parse(assets, fixtures, "truncated")
+    assert not s.complete
+    assert s.unparsed_lines == 1  # the call strace was printing when it was killed
+
+
+def test_hash_storm_second_invocation(assets: Path, fixtures: dict[str, Any]) -> None:
+    s = parse(assets, fixtures, "native_hash_storm_second")
+    assert s.source_bytes_read == 134_217_728 == 256 * NATIVE_SIZE
+    assert s.source_reads == 256 * (NATIVE_SIZE // 65536 + 1)
+    assert s.connects == 1
+    port = fixtures["native_hash_storm_second"]["receiver_port"]
+    assert s.destinations == [f"127.0.0.1:{port}"]
+
+
+def test_baseline_first_invocation(assets: Path, fixtures: dict[str, Any]) -> None:
+    s = parse(assets, fixtures, "native_baseline_first")
+    assert s.connects == 2
+    assert s.source_bytes_read == 2 * NATIVE_SIZE  # hashed once, then sent from byte 0
+    put = len("PUT ") + 64 + len(f" {NATIVE_SIZE}\n")
+    have = len("HAVE ") + 64 + len(f" {NATIVE_SIZE}\n")
+    assert s.sent_bytes == NATIVE_SIZE + put + have
+
+
+def test_other_paths_are_not_the_source(assets: Path, fixtures: dict[str, Any]) -> None:
+    text = (assets / "strace" / "python_client.txt").read_text()
+    assert parse_strace(text, "/tmp/lab-fixture/other.bin").source_bytes_read == 0
+
+
+def test_split_args_keeps_socket_decorations_whole() -> None:
+    text = '3<TCP:[127.0.0.1:1->127.0.0.1:2]>, "a, b", 5, {x=1, y=[1, 2]}'
+    assert split_args(text) == [
+        "3<TCP:[127.0.0.1:1->127.0.0.1:2]>",
+        '"a, b"',
+        "5",
+        "{x=1, y=[1, 2]}",
+    ]
+    assert descriptor("3<TCPv6:[[::1]:1->[::1]:2]>") == (3, "TCPv6:[[::1]:1->[::1]:2]")
+    assert is_socket("UNIX-STREAM:[123->456]")
+    assert is_socket("socket:[99]")
+    assert not is_socket("/tmp/file")
+    assert not is_socket("pipe:[1234]")
+
+
+def test_payload_bytes_that_look_like_an_address_are_ignored() -> None:
+    args = (
+        '3<UDP:[1]>, "sa_family=AF_INET, sin_port=htons(9), sin_addr=inet_addr(\\"6.6.6.6\\")", '
+        '9, 0, {sa_family=AF_INET, sin_port=htons(53), sin_addr=inet_addr("127.0.0.1")}, 16'
+    )
+    assert destinations_in(args) == ["127.0.0.1:53"]
+
+
+def test_padded_results_and_sendfile() -> None:
+    text = (
+        '7 1.000000 openat(AT_FDCWD</w>, "/s", O_RDONLY) = 3</s> <0.000010>\n'
+        "7 1.000100 sendfile(4<TCP:[127.0.0.1:5->127.0.0.1:6]>, 3</s>, NULL, 10) = 10 <0.1>\n"
+        "7 1.000200 close(3</s>)        = 0 <0.000001>\n"
+        "7 1.000300 exit_group(0)       = ?\n"
+        "7 1.000400 +++ exited with 0 +++\n"
+    )
+    calls, _ = iter_syscalls(text)
+    assert [c.name for c in calls] == ["openat", "sendfile", "close", "exit_group"]
+    assert calls[-1].ret is None
+    s = parse_strace(text, "/s")
+    assert (s.source_bytes_read, s.source_reads, s.sent_bytes) == (10, 1, 10)
+    assert s.syscalls == 4 and s.exit_status == 0 and s.complete
+
+
+def make_ctx(tmp_path: Path, source: str = "/tmp/lab-fixture/source >1.bin") -> InvocationContext:
+    out = tmp_path / "run" / "inv1"
+    out.mkdir(parents=True)
+    return InvocationContext(
+        run_dir=tmp_path / "run",
+        out_dir=out,
+        client_path=Path("/usr/bin/true"),
+        source_path=Path(source),
+        source_size=SIZE,
+        receiver_port=1,
+        decoy_port=2,
+        invocation=1,
+        log=CommandLog(tmp_path / "run" / "commands.jsonl", root=tmp_path / "run"),
+        timeout_s=5,
+    )
+
+
+def completed(status: int | None = 0, **kw: Any) -> Completed:
+    return Completed(
+        argv=["strace"],
+        purpose="t",
+        exit_status=status,
+        duration_s=0.1,
+        stdout_path=None,
+        stderr_path=kw.pop("stderr_path", None),
+        started_at=0.0,
+        **kw,
+    )
+
+
+def test_wrap_keeps_the_client_command_last(tmp_path: Path) -> None:
+    ctx = make_ctx(tmp_path)
+    argv = StraceCollector().wrap(["/bin/client", "--source", "a b"], ctx)
+    assert argv[1:9] == [
+        "-f",
+        "-ttt",
+        "-T",
+        "-yy",
+        "-s",
+        "16",
+        "-o",
+        str(ctx.out_dir / "strace.txt"),
+    ]
+    assert argv[-4:] == ["--", "/bin/client", "--source", "a b"]
+
+
+def test_collect_parses_and_keeps_the_trace(assets: Path, tmp_path: Path) -> None:
+    ctx = make_ctx(tmp_path)
+    shutil.copyfile(assets / "strace" / "python_client.txt", ctx.out_dir / "strace.txt")
+    out = StraceCollector().collect(ctx, completed(0))
+    assert out.error is None
+    assert out.artifacts == ["inv1/strace.txt"]
+    assert out.summary is not None
+    assert out.summary["source_bytes_read"] == 2 * SIZE + 100
+    assert set(out.summary) >= {
+        "source_bytes_read",
+        "source_reads",
+        "connects",
+        "destinations",
+        "sent_bytes",
+        "syscalls",
+        "exit_status",
+    }
+
+
+def test_collect_reports_truncation(assets: Path, tmp_path: Path) -> None:
+    ctx = make_ctx(tmp_path)
+    shutil.copyfile(assets / "strace" / "truncated.txt", ctx.out_dir / "strace.txt")
+    out = StraceCollector().collect(ctx, completed(None, killed_by_signal=9))
+    assert out.summary is None
+    assert out.error is not None and "truncated" in out.error
+    assert out.artifacts == ["inv1/strace.txt"]
+
+
+def test_collect_reports_timeout(assets: Path, tmp_path: Path) -> None:
+    ctx = make_ctx(tmp_path)
+    shutil.copyfile(assets / "strace" / "python_client.txt", ctx.out_dir / "strace.txt")
+    out = StraceCollector().collect(ctx, completed(None, timed_out=True))
+    assert out.summary is None
+    assert out.error is not None and "did not finish within 5 s" in out.error
+
+
+def test_collect_without_a_trace_quotes_stderr(tmp_path: Path) -> None:
+    ctx = make_ctx(tmp_path)
+    err = tmp_path / "stderr"
+    err.write_text(
+        "strace: test_ptrace_get_syscall_info: PTRACE_TRACEME: Operation not permitted\n"
+    )
+    out = StraceCollector().collect(ctx, completed(1, stderr_path=str(err)))
+    assert out.summary is None and out.artifacts == []
+    assert out.error is not None and "Operation not permitted" in out.error
+
+
+def test_probe_names_the_package_when_strace_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(procs, "which", lambda tool: None)
+    status = StraceCollector.probe()
+    assert not status.available
+    assert status.reason is not None and "apt-get install strace" in status.reason
+
+
+def test_probe_refuses_when_yama_forbids_ptrace(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    scope = tmp_path / "ptrace_scope"
+    scope.write_text("3\n")
+    monkeypatch.setattr(strace, "YAMA_PTRACE_SCOPE", scope)
+    monkeypatch.setattr(procs, "which", lambda tool: "/usr/bin/strace")
+    status = StraceCollector.probe()
+    assert not status.available
+    assert status.reason is not None and "= 3" in status.reason
+    assert status.detail["yama_ptrace_scope"] == 3
