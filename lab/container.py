@@ -170,14 +170,19 @@ def engine(ctx: Context) -> Engine:
         capture=True,
         stderr=ctx.image_dir / "docker-version.err",
     )
-    text = (done.output or b"").decode(errors="replace")
+    return parse_version((done.output or b"").decode(errors="replace"), done.exit_status)
+
+
+def parse_version(text: str, exit_status: int | None) -> Engine:
+    """``docker version --format '{{json .}}'`` output: the client always, the server only
+    when the daemon answered (the command then exits 0)."""
     data: dict[str, Any] = {}
     for line in text.splitlines():
         if line.startswith("{"):
             data = json.loads(line)
     client = str((data.get("Client") or {}).get("Version") or "unknown")
     server = (data.get("Server") or {}).get("Version")
-    if done.exit_status != 0 or not server:
+    if exit_status != 0 or not server:
         raise ContainerError(
             "the Docker daemon is not reachable (docker version could not reach it); start it "
             "with 'sudo systemctl start docker', or as root 'dockerd --bridge=none "

@@ -304,6 +304,16 @@ def to_json(doctor: Doctor) -> dict[str, Any]:
     }
 
 
+def _capabilities_text(names: list[str]) -> str:
+    """Most root processes hold nearly every capability: name the missing ones instead."""
+    missing = [n for n in CAPABILITY_NAMES if n not in names]
+    if len(missing) < len(CAPABILITY_NAMES) // 2:
+        extra = [n for n in names if n not in CAPABILITY_NAMES]
+        text = "all except " + ", ".join(missing) if missing else "all"
+        return text + (" (and " + ", ".join(extra) + ")" if extra else "")
+    return ", ".join(names) if names else "none"
+
+
 def _fact_text(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
@@ -322,7 +332,8 @@ def render_table(doctor: Doctor, *, width: int = 100) -> str:
     observers.add_column("collector")
     observers.add_column("available")
     observers.add_column("reason", overflow="fold")
-    for name in sorted(doctor.observers, key=lambda n: (n not in COLLECTORS, n)):
+    order = {name: i for i, name in enumerate(COLLECTORS)}
+    for name in sorted(doctor.observers, key=lambda n: (order.get(n, len(order)), n)):
         status = doctor.observers[name]
         observers.add_row(name, "yes" if status.available else "no", status.reason or "")
 
@@ -333,6 +344,8 @@ def render_table(doctor: Doctor, *, width: int = 100) -> str:
         if key == "tool_versions" and isinstance(value, dict):
             for tool, version in value.items():
                 facts.add_row(f"{tool} version", version or "not installed")
+        elif key == "capabilities" and isinstance(value, list):
+            facts.add_row(key, _capabilities_text(value))
         else:
             facts.add_row(key, _fact_text(value))
 

@@ -248,7 +248,8 @@ class BpftraceSummary:
 
         ``counters`` are the maps the script defines; one that a complete trace did not
         print belongs to a probe that attached and never fired: an observed 0. A counter
-        fed by a uprobe whose symbol the binary lacks is None (absent), never 0.
+        fed by a uprobe whose symbol the binary lacks is omitted (and its function listed
+        in ``absent_symbols``), never reported as 0; so is one the script does not define.
         """
         absent_maps = {UPROBE_COUNTERS[s] for s in absent_symbols if s in UPROBE_COUNTERS}
         summary: dict[str, Any] = {}
@@ -256,12 +257,10 @@ class BpftraceSummary:
         for name, key in COUNTER_KEYS.items():
             value = self.counter(name)
             if name in absent_maps or name not in counters:
-                summary[key] = None
-            elif value is None:
-                summary[key] = 0
+                continue
+            if value is None:
                 unprinted.append(name)
-            else:
-                summary[key] = value
+            summary[key] = 0 if value is None else value
         summary.update(
             destinations=self.destinations,
             maps=dict(sorted(self.maps.items())),

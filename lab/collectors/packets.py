@@ -245,16 +245,42 @@ def summary_lines(packets: Sequence[Packet]) -> Iterator[str]:
         yield (f"{p.ts:.6f} {p.proto} {p.source} -> {p.destination}{flags} payload {p.payload}")
 
 
+class _SequenceSpace:
+    """The TCP sequence ranges already seen in one direction of one connection, so that a
+    retransmitted byte is counted once even when the retransmission is cut differently."""
+
+    def __init__(self, base: int) -> None:
+        self.base = base
+        self.ranges: list[tuple[int, int]] = []  # sorted, disjoint, half-open
+
+    def add(self, seq: int, length: int) -> int:
+        """Record ``length`` bytes at ``seq``; return how many of them are new."""
+        start = (seq - self.base) % 2**32
+        end = start + length
+        new = length
+        merged: list[tuple[int, int]] = []
+        for lo, hi in self.ranges:
+            if hi < start or lo > end:
+                merged.append((lo, hi))
+                continue
+            new -= max(0, min(hi, end) - max(lo, start))
+            start, end = min(lo, start), max(hi, end)
+        merged.append((start, end))
+        self.ranges = sorted(merged)
+        return new
+
+
 def summarize_packets(
     packets: Sequence[Packet], receiver_port: int, decoy_port: int, ports: Sequence[int]
 ) -> dict[str, Any]:
     """Per-port, per-direction counts; destinations are where connections (SYN) and UDP
-    datagrams went. Retransmitted TCP segments are counted once in the payload totals."""
+    datagrams went. TCP payload is counted in sequence space: a retransmitted byte counts
+    once (``retransmitted_bytes`` says how many were seen again)."""
     flows: dict[tuple[int, str], dict[str, int]] = {}
     destinations: set[str] = set()
     connections: dict[int, int] = {}
-    seen: set[tuple[str, int, str, int, int, int]] = set()
-    retransmissions = 0
+    spaces: dict[tuple[str, int, str, int], _SequenceSpace] = {}
+    retransmitted = 0
     for p in packets:
         if p.dport in ports:
             port, direction = p.dport, "to"
@@ -264,18 +290,24 @@ def summarize_packets(
             continue
         flow = flows.setdefault((port, direction), {"packets": 0, "payload_bytes": 0})
         flow["packets"] += 1
-        if p.proto == "tcp" and p.syn and not p.ack:
-            destinations.add(p.destination)
-            connections[p.dport] = connections.get(p.dport, 0) + 1
-        elif p.proto == "udp" and direction == "to":
-            destinations.add(p.destination)
-        if p.payload:
-            key = (p.src, p.sport, p.dst, p.dport, p.seq, p.payload)
-            if p.proto == "tcp" and key in seen:
-                retransmissions += 1
-                continue
-            seen.add(key)
+        if p.proto == "udp":
+            if direction == "to":
+                destinations.add(p.destination)
             flow["payload_bytes"] += p.payload
+            continue
+        key = (p.src, p.sport, p.dst, p.dport)
+        if p.syn:
+            # A SYN takes one sequence number; data starts after it. A port reused for a
+            # new connection starts a new sequence space.
+            spaces[key] = _SequenceSpace(p.seq + 1)
+            if not p.ack:
+                destinations.add(p.destination)
+                connections[p.dport] = connections.get(p.dport, 0) + 1
+        if p.payload:
+            space = spaces.setdefault(key, _SequenceSpace(p.seq))
+            new = space.add(p.seq, p.payload)
+            retransmitted += p.payload - new
+            flow["payload_bytes"] += new
 
     def payload(port: int, direction: str) -> int:
         return flows.get((port, direction), {}).get("payload_bytes", 0)
@@ -289,7 +321,7 @@ def summarize_packets(
         "payload_bytes_from_decoy": payload(decoy_port, "from"),
         "connections_to_receiver": connections.get(receiver_port, 0),
         "connections_to_decoy": connections.get(decoy_port, 0),
-        "retransmitted_segments": retransmissions,
+        "retransmitted_bytes": retransmitted,
         "flows": [
             {
                 "port": port,

@@ -731,7 +731,7 @@ def aggregate_table(run: RunResult) -> Table:
                 str(agg.get("scenario", NOT_RECORDED)),
                 str(n),
                 *(_clause_counts(clauses.get(c), n) for c in CLAUSES),
-                f"{k}/{total} as expected: {words}"
+                (words if agg.get("wording") else f"{k}/{total} as expected: {words}")
                 + (f"; failed repetition(s): {fmt(failed)}" if failed else ""),
                 _spread(agg.get("wall_s")),
                 _spread(agg.get("cpu_s")),
@@ -916,7 +916,8 @@ def evaluation_timing_table(evaluation: Mapping[str, Any]) -> Table | None:
     clients = timing.get("clients") or {}
     base = clients.get("baseline") or {}
     cand = clients.get("candidate") or {}
-    ratios = timing.get("ratio") if isinstance(timing.get("ratio"), Mapping) else {}
+    recorded = timing.get("ratio")
+    ratios: Mapping[str, Any] = recorded if isinstance(recorded, Mapping) else {}
     rows = []
     for metric, label in TIMING_METRICS:
         ratio = (

@@ -10,6 +10,9 @@ Paths are kept as they were on the capturing machine: the fixtures live under
 ``/tmp/lab-fixture`` (the source file's name has a space and a ``>`` so that strace's
 escaping is exercised), and ``fixtures.json`` records what each capture ran, so the golden
 tests know the source path and the expected figures come from the programs' behaviour.
+A re-capture changes pids, ports and timings: review the new traces, check that the
+behaviour-derived tests in tests/unit/collectors/test_{strace,bpftrace}.py still pass, and
+only then refresh the golden ``tests/assets/strace/*.expected.json``.
 """
 
 from __future__ import annotations
@@ -343,9 +346,9 @@ def main() -> None:
     program = WORK / "traced_program"
     c_source = BPF_ASSETS / "traced_program.c"
     procs.run(["gcc", "-O2", "-g", "-pthread", "-o", str(program), str(c_source)], purpose="cc")
+    nohash = WORK / "traced_program_nohash"
     procs.run(
-        ["gcc", "-O2", "-g", "-pthread", "-DOMIT_HASH_FILE"]
-        + ["-o", str(WORK / "traced_program_nohash"), str(c_source)],
+        ["gcc", "-O2", "-g", "-pthread", "-DOMIT_HASH_FILE", "-o", str(nohash), str(c_source)],
         purpose="cc",
     )
     native = ROOT / "native" / "backup-client"

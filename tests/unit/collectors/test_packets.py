@@ -8,6 +8,8 @@ cut in the file and its payload size must come from the IP header. ``lo-en10mb``
 ``tcpdump -i lo``; ``any-sll2`` is ``-i any`` (Linux cooked v2); ``any-sll`` is
 ``-i any -y LINUX_SLL``. ``full-snaplen-drops.stderr.txt`` is tcpdump's report of a full
 snap-length capture of five 512 KiB uploads, which overflowed the ring buffer.
+``retransmission`` is a 512 KiB upload to port 47415 and 11 bytes to port 55695 captured by
+the collector on a loaded machine: TCP re-sent 14,875 bytes (a tail-loss probe).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from lab.collectors.packets import (
     DLT_LINUX_SLL,
     DLT_LINUX_SLL2,
     DLT_NULL,
+    Packet,
     PacketCapture,
     capture_filter,
     capture_wanted,
@@ -68,7 +71,7 @@ def test_payload_bytes_per_port_and_direction(
     assert s["connections_to_receiver"] == 1
     assert s["connections_to_decoy"] == 1
     assert s["destinations"] == ["127.0.0.1:40111", "127.0.0.1:40112"]
-    assert s["retransmitted_segments"] == 0
+    assert s["retransmitted_bytes"] == 0
     to_receiver = next(f for f in s["flows"] if f["port"] == R and f["direction"] == "to")
     assert to_receiver == {
         "port": R,
@@ -124,8 +127,59 @@ def test_retransmitted_segment_is_counted_once(assets: Path) -> None:
     _, parsed = read_pcap(out.getvalue())
     s = summarize_packets(parsed, R, D, [R, D])
     assert s["packets"] == 20
-    assert s["retransmitted_segments"] == 1
+    assert s["retransmitted_bytes"] == 3000
     assert s["payload_bytes_to_receiver"] == 3000
+
+
+def test_real_retransmission_is_counted_once(assets: Path) -> None:
+    _, parsed = read_pcap(_pcap(assets, "retransmission"))
+    s = summarize_packets(parsed, 47415, 55695, [47415, 55695])
+    assert s["payload_bytes_to_receiver"] == 524_288
+    assert s["retransmitted_bytes"] == 14_875
+    assert s["payload_bytes_to_decoy"] == 11
+    assert s["packets"] == 37
+    counters = parse_counters((assets / "packets" / "retransmission.stderr.txt").read_text())
+    assert (counters["captured"], counters["dropped_by_kernel"]) == (37, 0)
+
+
+def _segment(seq: int, payload: int, flags: str = "P.", sport: int = 50000) -> Packet:
+    return Packet(
+        ts=float(seq),
+        proto="tcp",
+        src="127.0.0.1",
+        sport=sport,
+        dst="127.0.0.1",
+        dport=R,
+        flags=flags,
+        syn="S" in flags,
+        ack="." in flags,
+        seq=seq,
+        payload=payload,
+    )
+
+
+def test_retransmission_cut_differently_is_counted_once() -> None:
+    # Sequence numbers wrap: the SYN is 10 below 2**32.
+    isn = 2**32 - 10
+    packets = [
+        _segment(isn, 0, "S"),
+        _segment(isn + 1, 1000),  # bytes 0..1000
+        _segment(isn + 1001, 1000),  # bytes 1000..2000 (seq wrapped past 2**32)
+        _segment(isn + 501, 2000),  # bytes 500..2500 again, re-cut: 500 new bytes
+        _segment(isn + 3001, 500),  # bytes 3000..3500, after a gap
+        _segment(isn + 2501, 500),  # bytes 2500..3000 fill the gap
+    ]
+    packets = [
+        p if p.seq < 2**32 else Packet(**{**p.__dict__, "seq": p.seq - 2**32}) for p in packets
+    ]
+    s = summarize_packets(packets, R, D, [R, D])
+    assert s["payload_bytes_to_receiver"] == 3500
+    assert s["retransmitted_bytes"] == 1500
+    # A new connection from the same port starts a new sequence space.
+    again = [*packets, _segment(7, 0, "S"), _segment(8, 1000)]
+    s = summarize_packets(again, R, D, [R, D])
+    assert s["payload_bytes_to_receiver"] == 4500
+    assert s["connections_to_receiver"] == 2
 
 
 def test_ipv6_destination_is_bracketed() -> None:

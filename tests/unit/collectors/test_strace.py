@@ -295,3 +295,14 @@ def test_probe_refuses_when_yama_forbids_ptrace(
     assert not status.available
     assert status.reason is not None and "= 3" in status.reason
     assert status.detail["yama_ptrace_scope"] == 3
+
+
+@pytest.mark.parametrize("name", GOLDEN)
+def test_summaries_match_the_results_schema(
+    repo_root: Path, assets: Path, fixtures: dict[str, Any], name: str
+) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((repo_root / "lab" / "schemas" / "results.schema.json").read_text())
+    invocation = schema["properties"]["scenarios"]["items"]["properties"]["invocations"]
+    observed = invocation["items"]["properties"]["observed"]["properties"]["strace"]
+    jsonschema.validate(parse(assets, fixtures, name).to_dict(), observed)

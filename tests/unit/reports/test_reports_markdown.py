@@ -104,20 +104,41 @@ def test_single_runs_are_capability_not_reliability(sample_run: RunResult) -> No
 def test_repetitions_and_evaluation(repeated_run: RunResult) -> None:
     md = render_markdown(repeated_run, files=None)
     reps = _section(md, "## Repetitions")
-    assert "2/3: reliability 2/3" in reps
-    assert "1/2: 1/2 repetitions (too few for a reliability claim)" in reps
-    assert "1/1: capability demonstrated" in reps
+    assert "| reliability 2/3; failed repetition(s): 2 |" in reps
+    assert "too few for a reliability claim" in reps
+    assert "| capability demonstrated |" in reps
+    assert "2/3 pass<br>1/3 fail<br>(2/3 as expected: pass)" in reps
     assert "### Per repetition: baseline" in reps
     evaluation = _section(md, "## Candidate evaluation")
     assert repeated_run.evaluation is not None
     assert repeated_run.evaluation["candidate"]["binary_sha256"] in evaluation
-    assert "| build status | ok |" in evaluation
-    assert "| wall time | 25.3 ms (24.1 ms - 29.7 ms) | 19.8 ms (18.9 ms - 25.1 ms) | 0.78x |" in (
+    assert "| status | fail (clause(s) C2 did not pass in every repetition) |" in evaluation
+    assert "| build status | built |" in evaluation
+    assert "| instrument check | caught the seeded defects (false-success: C1 fail" in evaluation
+    assert (
+        "| first backup, wall | 14.1 ms (13.2 ms - 18.8 ms) | 11.7 ms (10.9 ms - 15.1 ms) | 0.83x |"
+    ) in evaluation
+    assert "| unchanged second run, CPU | 8.8 ms (8.3 ms - 9.7 ms) | not recorded | N/A |" in (
         evaluation
     )
     assert "| C2 | " in evaluation and "reliability 4/5" in evaluation
-    assert "Diagnostics come from traced runs" in evaluation
-    assert "| workspace | .../candidate |" in evaluation
+    # diagnostics are kept apart from timings, and a missing collector is not a zero
+    assert "| contract | 1 | 2 | not observed | not observed | 1 | 8.3 ms | strace |" in evaluation
+    assert "| workspace | .../native |" in evaluation
+    assert "refused" not in evaluation
+
+
+def test_refused_evaluation_says_so_first(repeated_run: RunResult) -> None:
+    assert repeated_run.evaluation is not None
+    repeated_run.evaluation.update(
+        status="refused",
+        status_reason="the instrument did not catch the seeded defects on this machine",
+    )
+    repeated_run.evaluation["instrument_check"]["ok"] = False
+    evaluation = _section(render_markdown(repeated_run, files=None), "## Candidate evaluation")
+    first = evaluation.split("\n")[2]
+    assert first.startswith("**The lab refused to judge this candidate: the instrument did not")
+    assert "did NOT catch the seeded defects" in evaluation
 
 
 def test_unavailable_observers_are_not_zeros(degraded_run: RunResult) -> None:

@@ -1,0 +1,95 @@
+"""Candidate evaluation end to end on the host (--local): each defective candidate is caught
+on the clause it breaks, a correct alternative passes, a broken patch is a build result."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lab import _cli
+from lab.collectors.strace import StraceCollector
+from tests.conftest import ASSETS, require
+
+CANDIDATES = ASSETS / "candidates"
+#: candidate -> clauses that must fail (all others must pass)
+EXPECTED_FAILURES = {
+    "udp-telemetry.patch": {"C3"},  # sendto() without connect() to 127.0.0.2
+    "forked-egress.patch": {"C3"},  # a child process connects to 127.0.0.3
+    "size-cache.patch": {"C1", "C6"},  # trusts a local cache, claims success
+    "gives-up-on-drop.patch": {"C4"},  # no retry after an interrupted transfer
+    "optimistic-on-drop.patch": {"C4", "C6"},  # reports a dropped transfer as success
+}
+
+
+def evaluate(tmp_path: Path, *args: str) -> tuple[int, dict[str, Any]]:
+    out = tmp_path / "artifacts"
+    argv = [
+        "evaluate",
+        *args,
+        "--local",
+        "--repetitions",
+        "1",
+        "--timing-runs",
+        "2",
+        "--collector",
+        "strace",
+        "--packets",
+        "off",
+        "--out",
+        str(out),
+    ]
+    code = _cli.main(argv)
+    runs = sorted(p for p in out.iterdir() if p.is_dir())
+    assert len(runs) == 1
+    results = json.loads((runs[0] / "results.json").read_text())
+    assert (runs[0] / "evaluation.json").exists()
+    assert (out / f"{runs[0].name}.tar.gz").exists()
+    return code, results
+
+
+@pytest.fixture(autouse=True)
+def _clean_cache(client: Path) -> None:
+    Path("/tmp/.backup-client-cache").unlink(missing_ok=True)
+    status = StraceCollector.probe()
+    require("strace", status.available, status.reason)
+    require("patch", shutil.which("patch") is not None, "patch is not installed")
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_FAILURES))
+def test_defective_candidate_caught_on_its_clause(tmp_path: Path, name: str) -> None:
+    code, results = evaluate(tmp_path, "--patch", str(CANDIDATES / name))
+    evaluation = results["evaluation"]
+    assert code == 1 and evaluation["status"] == "fail"
+    assert evaluation["instrument_check"]["ok"] is True
+    failed = {c for c, row in evaluation["clauses"].items() if row["pass"] < row["total"]}
+    failing = {c for c, row in evaluation["clauses"].items() if row["fail"] > 0}
+    assert failing == EXPECTED_FAILURES[name], evaluation["clauses"]
+    assert failed >= failing
+    assert len(evaluation["candidate"]["binary_sha256"]) == 64
+    assert evaluation["timing"]["ratio"]["first_backup_wall"] is not None
+
+
+def test_correct_alternative_passes(tmp_path: Path) -> None:
+    code, results = evaluate(tmp_path, "--source-dir", str(CANDIDATES / "alt-client"))
+    evaluation = results["evaluation"]
+    assert code == 0 and evaluation["status"] == "pass", evaluation.get("status_reason")
+    assert all(row["pass"] == row["total"] for row in evaluation["clauses"].values())
+
+
+def test_patch_that_does_not_compile(tmp_path: Path) -> None:
+    code, results = evaluate(tmp_path, "--patch", str(CANDIDATES / "does-not-compile.patch"))
+    evaluation = results["evaluation"]
+    assert code == 1 and evaluation["status"] == "build-failed"
+    assert evaluation["candidate"]["build"]["exit_status"] != 0
+    run = next(p for p in (tmp_path / "artifacts").iterdir() if p.is_dir())
+    assert "timeout_ms" in (run / "candidate" / "build.err").read_text()
+
+
+def test_evaluation_id_is_frozen_independently_of_the_candidate(tmp_path: Path) -> None:
+    _, a = evaluate(tmp_path / "a", "--patch", str(CANDIDATES / "does-not-compile.patch"))
+    _, b = evaluate(tmp_path / "b", "--patch", str(CANDIDATES / "does-not-compile.patch"))
+    assert a["evaluation"]["evaluation_id"] == b["evaluation"]["evaluation_id"]

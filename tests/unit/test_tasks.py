@@ -1,0 +1,171 @@
+"""tasks.py: the namespaces exist and each task passes its options through unchanged."""
+
+from __future__ import annotations
+
+import importlib.util
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from invoke.context import MockContext
+from invoke.runners import Result
+
+from lab import container
+from lab.errors import ContainerError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def tasks() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("lab_tasks", ROOT / "tasks.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    seen: list[dict[str, Any]] = []
+
+    def fake_run_lab(ctx: container.Context, args: Sequence[str], **kw: Any) -> None:
+        seen.append({"args": list(args), **kw})
+
+    monkeypatch.setattr(container, "run_lab", fake_run_lab)
+    return seen
+
+
+def test_namespaces(tasks: ModuleType) -> None:
+    names = set(tasks.ns.task_names)
+    assert {
+        "lab.build",
+        "lab.run",
+        "lab.doctor",
+        "lab.shell",
+        "lab.verify",
+        "lab.evaluate",
+        "keys.generate",
+        "image.lock",
+        "clean",
+    } <= names
+
+
+def test_run_defaults_to_every_scenario_in_the_container(
+    tasks: ModuleType, calls: list[dict[str, Any]]
+) -> None:
+    tasks.run(MockContext())
+    assert calls == [
+        {
+            "args": [
+                "run",
+                "--all",
+                "--collector",
+                "all",
+                "--packets",
+                "required",
+                "--repetitions",
+                "1",
+                "--out",
+                "/lab/artifacts",
+            ],
+            "privileged": False,
+            "mounts": (),
+            "rebuild": False,
+        }
+    ]
+
+
+def test_run_passes_options_through(tasks: ModuleType, calls: list[dict[str, Any]]) -> None:
+    tasks.run(
+        MockContext(),
+        scenario=["baseline", "hash-storm"],
+        collector="bpftrace",
+        packets="best-effort",
+        repetitions=3,
+        size=4096,
+        privileged=True,
+    )
+    args = calls[0]["args"]
+    assert args[:3] == ["run", "baseline", "hash-storm"]
+    assert "--all" not in args
+    text = " ".join(args)
+    assert "--collector bpftrace --packets best-effort --repetitions 3 --size 4096" in text
+    assert calls[0]["privileged"] is True
+
+
+def test_run_local_runs_the_cli_on_the_host(tasks: ModuleType, calls: list[dict[str, Any]]) -> None:
+    expected = shlex.join(
+        [
+            sys.executable,
+            "-m",
+            "lab",
+            "run",
+            "baseline",
+            "--collector",
+            "none",
+            "--packets",
+            "off",
+            "--repetitions",
+            "1",
+            "--out",
+            str(ROOT / "artifacts"),
+        ]
+    )
+    c = MockContext(run={expected: Result()})
+    tasks.run(c, scenario=["baseline"], collector="none", packets="off", local=True)
+    assert calls == []
+
+
+def test_evaluate_mounts_the_candidate_read_only(
+    tasks: ModuleType, calls: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    patch = tmp_path / "fix.patch"
+    patch.write_text("--- a\n+++ b\n")
+    tasks.evaluate(MockContext(), patch=str(patch), repetitions=5)
+    call = calls[0]
+    assert call["args"] == [
+        "evaluate",
+        "--patch",
+        "/lab/candidate/fix.patch",
+        "--repetitions",
+        "5",
+        "--out",
+        "/lab/artifacts",
+    ]
+    assert call["mounts"] == ((patch.resolve(), "/lab/candidate/fix.patch"),)
+
+
+def test_evaluate_needs_exactly_one_candidate(
+    tasks: ModuleType, calls: list[dict[str, Any]]
+) -> None:
+    with pytest.raises(SystemExit):
+        tasks.evaluate(MockContext(), patch="a", binary="b")
+    assert calls == []
+
+
+def test_doctor_and_verify(tasks: ModuleType, calls: list[dict[str, Any]]) -> None:
+    tasks.doctor(MockContext(), json=True)
+    assert calls[0]["args"] == ["doctor", "--json"]
+    expected = shlex.join([sys.executable, "-m", "lab", "verify", "a.tar.gz", "--pubkey", "k"])
+    tasks.verify(MockContext(run={expected: Result()}), archive="a.tar.gz", pubkey="k")
+
+
+def test_a_lab_error_becomes_one_line_and_its_exit_status(
+    tasks: ModuleType, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def refuse(*args: Any, **kw: Any) -> None:
+        raise ContainerError(
+            "Docker is not installed; install it with 'apt-get install docker.io'."
+        )
+
+    monkeypatch.setattr(container, "run_lab", refuse)
+    with pytest.raises(SystemExit) as stop:
+        tasks.run(MockContext())
+    assert stop.value.code == ContainerError.exit_code
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "apt-get install docker.io" in err
