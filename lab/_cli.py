@@ -206,8 +206,10 @@ def cmd_evaluate(args: argparse.Namespace, console: Console) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    console = Console(stderr=False, highlight=False)
-    err = Console(stderr=True, highlight=False)
+    # Wide enough for the verdict table when the output is a file or a CI log.
+    width = None if sys.stdout.isatty() else 120
+    console = Console(stderr=False, highlight=False, width=width)
+    err = Console(stderr=True, highlight=False, width=width)
     handlers = {
         "run": cmd_run,
         "doctor": cmd_doctor,

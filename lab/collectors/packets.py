@@ -3,10 +3,13 @@ invocation. It is passive, so it runs beside any pass (it never wraps the client
 
     status = PacketCapture.probe()
     if capture_wanted(options.packets, status):      # raises CollectorError if required
-        capture = PacketCapture(ctx)                 # ports: receiver and decoy of ctx
-        capture.start()                              # returns once tcpdump is listening
-        ...                                          # run the client
+        with PacketCapture(ctx) as capture:          # ports: receiver and decoy of ctx;
+            ...                                      # tcpdump listens before this runs
         out = capture.stop()                         # CollectorOutput("packets", ...)
+
+``start()`` and ``stop()`` may also be called directly; ``start`` raises
+:class:`~lab.errors.CollectorError` when tcpdump cannot listen (the runner then applies
+``--packets``), ``stop`` never raises: a failure is ``CollectorOutput.error``.
 
 Kept verbatim: ``capture.pcap`` and ``tcpdump.stderr.txt`` (tcpdump's own counters); written
 from them: ``capture-summary.txt`` (one line per packet). The pcap is parsed with dpkt.
@@ -14,6 +17,7 @@ from them: ``capture-summary.txt`` (one line per packet). The pcap is parsed wit
 
 from __future__ import annotations
 
+import io
 import re
 import socket
 import struct
@@ -22,6 +26,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import Any, ClassVar
 
 import dpkt
@@ -190,8 +195,6 @@ def _addresses(ip: dpkt.Packet) -> tuple[str, str, int]:
 
 def read_pcap(data: bytes) -> tuple[int, list[Packet]]:
     """Parse a pcap file's bytes into (link type, TCP/UDP packets)."""
-    import io
-
     reader = dpkt.pcap.Reader(io.BytesIO(data))
     dlt = int(reader.datalink())
     packets: list[Packet] = []
@@ -371,8 +374,10 @@ def _wait_listening(bg: Background, stderr: Path, timeout_s: float) -> str | Non
             return None
         if not bg.alive():
             done = bg.stop()
-            excerpt = done.stderr_excerpt().splitlines()
-            detail = excerpt[-1] if excerpt else f"exit status {done.exit_status}"
+            excerpt = " ".join(
+                ln.strip() for ln in done.stderr_excerpt().splitlines() if ln.strip()
+            )
+            detail = excerpt or f"exit status {done.exit_status}"
             return f"tcpdump exited before listening on {LOOPBACK} ({detail})"
         time.sleep(0.02)
     bg.stop()
@@ -411,10 +416,24 @@ class PacketCapture:
         self.pcap = ctx.out_dir / PCAP_FILE
         self.stderr = ctx.out_dir / STDERR_FILE
         self._bg: Background | None = None
+        self._output: CollectorOutput | None = None
+
+    def __enter__(self) -> PacketCapture:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        # Never leave tcpdump running, even when the invocation failed.
+        self.stop()
 
     @classmethod
     def probe(cls) -> ObserverStatus:
-        """A real one-second-at-most capture on lo: tool, interface and permission at once."""
+        """A real, brief capture on lo: tool, interface and permission checked at once."""
         try:
             tcpdump = require_tool("tcpdump")
         except ToolMissingError as exc:
@@ -466,12 +485,15 @@ class PacketCapture:
             raise CollectorError(f"packet capture could not start: {failure}.")
 
     def stop(self) -> CollectorOutput:
-        """Interrupt tcpdump (SIGINT), then parse its counters and the pcap."""
+        """Interrupt tcpdump (SIGINT), then parse its counters and the pcap. Idempotent."""
+        if self._output is not None:
+            return self._output
         if self._bg is None:
             return CollectorOutput(self.name, None, error="packet capture was never started")
         _wait_quiet(self.pcap)
         done = self._bg.stop()
-        return self.collect(done)
+        self._output = self.collect(done)
+        return self._output
 
     def collect(self, done: Completed) -> CollectorOutput:
         ctx = self.ctx
@@ -493,7 +515,7 @@ class PacketCapture:
             )
         try:
             dlt, packets = read_pcap(self.pcap.read_bytes())
-        except (OSError, ValueError, dpkt.dpkt.Error) as exc:
+        except (OSError, ValueError, IndexError, struct.error, dpkt.dpkt.Error) as exc:
             return CollectorOutput(
                 self.name,
                 None,

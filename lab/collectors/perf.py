@@ -247,10 +247,6 @@ def parse_stats(text: str, event: str | None = None) -> PerfStats:
     )
 
 
-def _is_client(dso: str, client_names: Sequence[str]) -> bool:
-    return dso in client_names
-
-
 def top_client_symbol(rows: Sequence[SymbolRow], client_names: Sequence[str]) -> str | None:
     """The client's own function with the largest inclusive weight, entry points excluded.
 
@@ -259,9 +255,7 @@ def top_client_symbol(rows: Sequence[SymbolRow], client_names: Sequence[str]) ->
     to the name, so the answer is deterministic.
     """
     candidates = [
-        r
-        for r in rows
-        if r.level == "." and _is_client(r.dso, client_names) and r.symbol not in ENTRY_POINTS
+        r for r in rows if r.level == "." and r.dso in client_names and r.symbol not in ENTRY_POINTS
     ]
     if not candidates:
         return None
@@ -284,6 +278,7 @@ def _empty_summary(choice: EventChoice, stats: PerfStats) -> dict[str, Any]:
         "event_count": 0,
         "top_symbols": [],
         "top_client_symbol": None,
+        "top_client_inclusive_pct": None,
     }
 
 
@@ -333,6 +328,10 @@ def summarize(
             f"counts {stats.lost_samples}"
         )
     rows = sorted(report.rows, key=lambda r: (-r.inclusive_pct, -r.self_pct, r.symbol, r.dso))
+    top_client = top_client_symbol(rows, client_names)
+    top_client_pct = next(
+        (r.inclusive_pct for r in rows if r.symbol == top_client and r.dso in client_names), None
+    )
     return {
         "event": choice.event,
         "event_reason": choice.reason,
@@ -341,7 +340,8 @@ def summarize(
         "lost_chunks": stats.lost_chunks or 0,
         "event_count": section.event_count,
         "top_symbols": [r.to_dict() for r in rows[:TOP_SYMBOLS]],
-        "top_client_symbol": top_client_symbol(rows, client_names),
+        "top_client_symbol": top_client,
+        "top_client_inclusive_pct": top_client_pct,
     }
 
 

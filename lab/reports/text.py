@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from lab.model import (
@@ -170,6 +171,14 @@ def fmt(value: Any) -> str:
     if isinstance(value, Mapping):
         return json.dumps(value, sort_keys=True, separators=(", ", ": "), default=str)
     return str(value)
+
+
+def fmt_summary(key: str, value: Any) -> str:
+    """A collector summary value: epoch timestamps (keys ending ``_at``) as UTC time."""
+    if key.endswith("_at") and isinstance(value, int | float) and not isinstance(value, bool):
+        when = datetime.fromtimestamp(float(value), tz=UTC)
+        return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+    return fmt(value)
 
 
 def fmt_seconds(value: float | None) -> str:
@@ -541,7 +550,7 @@ def observer_summary_table(scenario: ScenarioResult, name: str) -> Table:
             elif key not in s:
                 cells.append(NOT_RECORDED)
             else:
-                cells.append(fmt(s[key]))
+                cells.append(fmt_summary(key, s[key]))
         rows.append([key, *cells])
     notes: list[str] = []
     for row, s in zip(merged, summaries, strict=True):

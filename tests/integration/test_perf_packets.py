@@ -165,12 +165,12 @@ def test_capture_counts_a_loopback_exchange_exactly(
     require("packets", status.available, status.reason)
     receiver, decoy = endpoints
     ctx = _ctx(tmp_path, tmp_path / "client", receiver.port, decoy.port)
-    capture = PacketCapture(ctx)
-    capture.start()
-    # A 512 KiB upload, as in the baseline scenario: several 64 KiB loopback segments.
-    assert _exchange(receiver.port, b"p" * 524_288) == b"OK\n"
-    assert _exchange(decoy.port, b"hello decoy") == b""
+    with PacketCapture(ctx) as capture:
+        # A 512 KiB upload, as in the baseline scenario: several 64 KiB loopback segments.
+        assert _exchange(receiver.port, b"p" * 524_288) == b"OK\n"
+        assert _exchange(decoy.port, b"hello decoy") == b""
     out = capture.stop()
+    assert capture.stop() is out  # stopping twice returns the same observation
     assert out.error is None, out.error
     s = out.summary
     assert s is not None

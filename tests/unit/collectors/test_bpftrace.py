@@ -101,21 +101,18 @@ def test_captured_scripts_are_the_template_rendered(assets: Path) -> None:
 def test_program_golden(assets: Path, fixtures: dict[str, Any]) -> None:
     s = summary_of(assets, "program")
     port = fixtures["program"]["receiver_port"]
-    assert s["maps"] == {
-        "@busy_wait_calls": "1",
-        "@connects": "1",
+    assert sorted(s["maps"]) == sorted(COUNTER_KEYS)
+    assert {k: s["maps"][k] for k in ("@hash_calls", "@connects", "@sent_bytes")} == {
         "@hash_calls": "1",
-        "@read_bytes": "202411",
-        "@send_payload_calls": "1",
+        "@connects": "1",
         "@sent_bytes": "91",
-        "@switches_out": s["maps"]["@switches_out"],
     }
     assert (s["hash_calls"], s["send_payload_calls"], s["busy_wait_calls"]) == (1, 1, 1)
     assert s["connects"] == 1
     # sendto 5 + sendmmsg 4 + 5 + the 77-byte HAVE line; stdout's JSON lines do not count
     assert s["sent_bytes"] == 91
     assert s["read_bytes"] >= SIZE  # the source plus the loader's reads of libraries
-    assert s["destinations"] == ["127.0.0.1:47020", "127.0.0.1:47021", f"127.0.0.1:{port}"]
+    assert s["destinations"] == sorted(["127.0.0.1:47020", "127.0.0.1:47021", f"127.0.0.1:{port}"])
     assert s["exit_status"] == 3
     assert s["absent_symbols"] == [] and s["unprinted_maps"] == []
     assert s["function_entries"] == {"busy_wait": 1, "hash_file": 1, "send_payload": 1}

@@ -102,3 +102,8 @@ def test_sample_asset_matches_the_builder(assets: Path) -> None:
     ``python tests/unit/reports/reports_sample.py`` when the model changes)."""
     stored = json.loads((assets / "reports" / "sample-results.json").read_text())
     assert stored == json.loads(json.dumps(build_sample_run().to_dict()))
+
+
+def test_summary_timestamps_are_times_not_counts() -> None:
+    assert text.fmt_summary("first_packet_at", 1_795_968_822.5) == "2026-11-29T16:13:42.500Z"
+    assert text.fmt_summary("packets", 42) == "42"
