@@ -248,6 +248,8 @@ class Pass:
     source_seed: str | None = None
     source_sha256: str | None = None
     source_size: int | None = None
+    #: wall time of the whole pass as the lab saw it (set-up, every invocation, checks)
+    wall_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -256,6 +258,7 @@ class Pass:
             "decoy_address": self.decoy_address,
             "preload_sha256": self.preload_sha256,
             "error": self.error,
+            "wall_s": round(self.wall_s, 6),
             "source": {
                 "seed": self.source_seed,
                 "sha256": self.source_sha256,

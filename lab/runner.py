@@ -204,8 +204,11 @@ class Runner:
         evidence = base / collector_name
         evidence.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix=f"lab-{scenario.name}-{collector_name}-"))
+        t0 = time.monotonic()
         try:
-            return self._run_pass(scenario, rep, collector_name, seed, evidence, scratch)
+            p = self._run_pass(scenario, rep, collector_name, seed, evidence, scratch)
+            p.wall_s = time.monotonic() - t0
+            return p
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
