@@ -282,8 +282,8 @@ def judge(
 ) -> dict[str, Verdict]:
     per_clause: dict[str, list[tuple[str, PassVerdict]]] = {c: [] for c in CLAUSES}
     for p in result.passes:
-        if not p.invocations:
-            continue
+        if not p.invocations or p.error is not None:
+            continue  # a pass whose tracer failed is evidence of nothing about the client
         for clause, v in judge_pass(p, faults_configured=faults_configured).items():
             per_clause[clause].append((p.collector, v))
     out: dict[str, Verdict] = {}

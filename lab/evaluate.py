@@ -28,7 +28,7 @@ from typing import Any
 
 from rich.console import Console
 
-from lab import __version__, procs, scenario, timing
+from lab import __version__, identity, procs, scenario, timing
 from lab.clock import epoch_to_rfc3339
 from lab.errors import UsageError
 from lab.fixture import sha256_file
@@ -250,7 +250,7 @@ def diagnostics(scenarios: list[ScenarioResult], size: int) -> list[dict[str, An
 
 
 def main(args: argparse.Namespace, console: Console) -> int:
-    if not args.local and not Path("/.dockerenv").exists():
+    if not args.local and not identity.in_lab_image():
         from lab import container
 
         return container.evaluate_in_image(args, console)

@@ -65,6 +65,12 @@ def cpu_model() -> str | None:
     return None
 
 
+def in_lab_image() -> bool:
+    """True inside the lab image (its Dockerfile sets LAB_IN_IMAGE=1 and writes a manifest).
+    ``/.dockerenv`` is no evidence: some hosts are themselves containers."""
+    return os.environ.get("LAB_IN_IMAGE") == "1" or (IMAGE_MANIFEST_DIR / "client.sha256").exists()
+
+
 def image_identity() -> dict[str, Any] | None:
     """The lab image's identity when running inside it (see Dockerfile), else None."""
     path = os.environ.get("LAB_IMAGE_IDENTITY")
@@ -90,5 +96,5 @@ def environment(repo: Path, client: Path, tool_versions: dict[str, str]) -> dict
         "client": client.name,
         "tool_versions": dict(sorted(tool_versions.items())),
         "image": image_identity(),
-        "in_container": Path("/.dockerenv").exists(),
+        "in_container": in_lab_image(),
     }

@@ -47,6 +47,7 @@ TOOL_PACKAGES: dict[str, str] = {
     "minisign": "minisign",
     "pdftoppm": "poppler-utils",
     "make": "make",
+    "nm": "binutils",
     "cc": "gcc",
     "gcc": "gcc",
     "openssl": "openssl",

@@ -187,7 +187,11 @@ class Runner:
             result, expected=scenario.expect.verdicts, faults_configured=bool(scenario.faults)
         )
         result.findings = calibration.evaluate(scenario, result, size=self.plan.size)
-        result.error = next((p.error for p in result.passes if p.error), None)
+        # Only the untraced pass failing means the scenario did not execute; a tracer's
+        # failure is recorded in its pass and in each invocation's "missing" reasons.
+        result.error = next(
+            (p.error for p in result.passes if p.error and p.collector == "none"), None
+        )
         result.wall_s = time.monotonic() - t0
         base.mkdir(parents=True, exist_ok=True)
         (base / "result.json").write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True))
@@ -301,26 +305,33 @@ class Runner:
             invocation=index,
             event="client-start",
         )
-        done = procs.run(
-            wrapped,
-            purpose=f"client invocation {index} ({labels['scenario']}, pass {p.collector})",
-            log=self.log,
-            stdout=inv_dir / "client.stdout",
-            stderr=inv_dir / "client.stderr",
-            timeout=self.plan.timeout_s,
-            accept=None,
-            cwd=inv_dir,
-        )
-        exited_at = now_rfc3339()
         outputs: list[CollectorOutput] = []
+        try:
+            done = procs.run(
+                wrapped,
+                purpose=f"client invocation {index} ({labels['scenario']}, pass {p.collector})",
+                log=self.log,
+                stdout=inv_dir / "client.stdout",
+                stderr=inv_dir / "client.stderr",
+                timeout=self.plan.timeout_s,
+                accept=None,
+                cwd=inv_dir,
+            )
+        finally:
+            # tcpdump is stopped whatever happened to the client (or its tracer)
+            if capture is not None:
+                outputs.append(capture.stop())
+        exited_at = now_rfc3339()
         exit_status = done.exit_status
         if tracer is not None:
             out = tracer.collect(ctx, done)
-            outputs.append(out)
+            outputs.insert(0, out)
             if not tracer.passes_exit_status:
                 exit_status = out.client_exit_status
-        if capture is not None:
-            outputs.append(capture.stop())
+            if out.error is not None:
+                # A tracer that failed, crashed or hung taints its whole pass: the client
+                # may have been killed with it. The pass is kept as evidence but not judged.
+                p.error = p.error or f"{tracer.name} failed in invocation {index}: {out.error}"
         # The endpoints may still be finishing the last connection's records.
         for endpoint in (rx, decoy):
             if not endpoint.wait_idle():

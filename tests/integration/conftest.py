@@ -12,7 +12,10 @@ from tests.conftest import ROOT, require
 @pytest.fixture(scope="session")
 def client() -> Path:
     """The seeded client, built once per test session with ``make -C native``."""
-    require("cc", shutil.which("make") is not None and shutil.which("cc") is not None,
-            "make or a C compiler is missing (apt-get install gcc make libssl-dev)")
+    require(
+        "cc",
+        shutil.which("make") is not None and shutil.which("cc") is not None,
+        "make or a C compiler is missing (apt-get install gcc make libssl-dev)",
+    )
     subprocess.run(["make", "-C", str(ROOT / "native")], check=True, capture_output=True)
     return ROOT / "native" / "backup-client"

@@ -16,8 +16,9 @@ from lab.orchestrate import RunRequest, execute
 def results(client: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("artifacts")
     outcome = execute(
-        RunRequest(everything=True, collector="none", packets="off", out=out, client=client,
-                   archive=False),
+        RunRequest(
+            everything=True, collector="none", packets="off", out=out, client=client, archive=False
+        ),
         say=lambda _m: None,
     )
     assert outcome.result.calibrated, outcome.result.calibration

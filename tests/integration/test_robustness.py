@@ -1,0 +1,170 @@
+"""A tracer that dies mid-run, an interrupted runner, a collector missing from PATH: the
+scenario is still judged from the remaining evidence and no process outlives the run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from lab.collectors.bpftrace import BpftraceCollector
+from lab.orchestrate import RunRequest, execute
+from tests.conftest import ROOT, require
+
+
+def processes_mentioning(text: str) -> list[tuple[int, str]]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            comm = (entry / "comm").read_text().strip()
+        except OSError:
+            continue
+        if text in cmdline and int(entry.name) != os.getpid():
+            found.append((int(entry.name), comm))
+    return found
+
+
+def children_of(parent: int) -> list[tuple[int, str]]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+        if ppid == parent:
+            found.append((int(entry.name), comm))
+    return found
+
+
+def test_tracer_killed_mid_run_is_recorded_and_scenario_still_judged(
+    client: Path, tmp_path: Path
+) -> None:
+    status = BpftraceCollector.probe()
+    require("bpftrace", status.available, status.reason)
+    killed: list[int] = []
+
+    def assassin() -> None:
+        # Kill bpftrace once its child, the client, is running (spinning in busy_wait).
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not killed:
+            for pid, comm in processes_mentioning(str(tmp_path)):
+                if comm == "bpftrace" and any(c == "backup-client" for _, c in children_of(pid)):
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+                    return
+            time.sleep(0.01)
+
+    thread = threading.Thread(target=assassin)
+    thread.start()
+    outcome = execute(
+        RunRequest(
+            names=["busy-spin"],
+            collector="bpftrace",
+            packets="off",
+            out=tmp_path,
+            client=client,
+            archive=False,
+        ),
+        say=lambda _m: None,
+    )
+    thread.join()
+    assert killed, "the bpftrace process was never seen"
+    scenario = outcome.result.scenarios[0]
+    traced = next(p for p in scenario.passes if p.collector == "bpftrace")
+    assert traced.error is not None and "bpftrace" in traced.error
+    assert scenario.error is None  # the untraced pass executed
+    assert scenario.verdicts["C1"].observed == "pass"  # judged from the remaining evidence
+    assert not processes_mentioning(str(tmp_path)), "a tracer outlived the run"
+    assert not processes_mentioning("lab-busy-spin-bpftrace-"), "a client outlived the run"
+
+
+def test_interrupted_runner_stops_everything(client: Path, tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "lab",
+            "run",
+            "busy-spin",
+            "--collector",
+            "none",
+            "--packets",
+            "off",
+            "--no-archive",
+            "--out",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if any(c == "backup-client" for _, c in children_of(proc.pid)):
+            break
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err.decode()
+    assert b"interrupted" in err and b"Traceback" not in err
+    time.sleep(0.2)
+    assert not processes_mentioning("lab-busy-spin-none-"), "a client outlived the run"
+
+
+def test_collector_missing_from_path_is_named_and_rest_judged(client: Path, tmp_path: Path) -> None:
+    status = BpftraceCollector.probe()
+    require("bpftrace", status.available, status.reason)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("strace", "perf", "tcpdump", "nm", "make", "cc", "git", "uname"):
+        for d in os.environ["PATH"].split(os.pathsep):
+            if (Path(d) / tool).exists():
+                (bin_dir / tool).symlink_to(Path(d) / tool)
+                break
+    env = {**os.environ, "PATH": str(bin_dir)}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lab",
+            "run",
+            "hash-storm",
+            "false-success",
+            "--collector",
+            "all",
+            "--packets",
+            "off",
+            "--no-archive",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout.decode()[-2000:] + done.stderr.decode()[-2000:]
+    assert b"bpftrace unavailable" in done.stdout
+    run = next((tmp_path / "out").iterdir())
+    results = json.loads((run / "results.json").read_text())
+    assert results["observers"]["bpftrace"]["available"] is False
+    assert "bpftrace" in results["observers"]["bpftrace"]["reason"]
+    for s in results["scenarios"]:
+        for inv in s["invocations"]:
+            assert "bpftrace" not in inv["observed"]
+            assert "bpftrace" in inv["missing"]
+        assert {f["met"] for f in s["findings"] if f["observer"] == "bpftrace"} <= {None}
+    storm = next(s for s in results["scenarios"] if s["name"] == "hash-storm")
+    assert storm["invocations"][1]["observed"]["strace"]["source_bytes_read"] == 134_217_728
