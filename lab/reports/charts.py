@@ -259,9 +259,11 @@ def overhead_charts(run: RunResult) -> list[BarChart]:
                 values=values,
                 unit="ratio",
                 caption=(
-                    f"Client {what} time summed over the invocations of each traced pass, "
-                    "divided by the untraced pass's. Single runs: an indication of how much "
-                    "each tracer changes execution, not a benchmark."
+                    f"The traced command's {what} time (the tracer's start-up, attach and "
+                    "teardown included, the tracer's own CPU too) summed over the invocations "
+                    "of each traced pass, divided by the untraced client's. Single runs: an "
+                    "indication of how much each tracer changes execution, not a benchmark "
+                    "(see benchmarks/ for medians)."
                 ),
                 notes=_repetition_note(run),
             )

@@ -1,6 +1,6 @@
 """JSON Schemas of the files the lab writes; every file is validated before it is written.
 
-    validate_results(run.to_dict())   # raises SchemaError naming the failing path
+validate_results(run.to_dict())   # raises SchemaError naming the failing path
 """
 
 from __future__ import annotations
