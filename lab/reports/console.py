@@ -8,7 +8,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from lab.model import CLAUSES, RunResult, Verdict
+from lab.model import CLAUSES, OBSERVERS, RunResult, Verdict
 
 _STYLE = {"pass": "green", "fail": "red", "not-observed": "yellow"}
 
@@ -43,15 +43,15 @@ def verdict_table(run: RunResult) -> Table:
 
 
 def findings_table(run: RunResult) -> Table:
-    """The calibration matrix: every expectation that was not met or not observed."""
-    table = Table(title="Calibration findings not met or not observed")
+    """Every expectation whose observation disagreed with it."""
+    table = Table(title="Calibration findings NOT met")
     for col in ("scenario", "observer", "inv", "key", "expected", "observed", "why"):
         table.add_column(col, overflow="fold")
     for s in run.scenarios:
         for f in s.findings:
-            if f.met is True:
+            if f.met is not False:
                 continue
-            status = "[red]NOT MET[/]" if f.met is False else "[yellow]not observed[/]"
+            status = "[red]NOT MET[/]"
             table.add_row(
                 s.name,
                 f.observer,
@@ -64,15 +64,73 @@ def findings_table(run: RunResult) -> Table:
     return table
 
 
+def observer_matrix(run: RunResult) -> Table:
+    """Calibration matrix: for every scenario and every observer, expectations met/total
+    (n/o = not observed: the observer did not run, never counted as zero)."""
+    observers = [
+        o for o in OBSERVERS if any(f.observer == o for s in run.scenarios for f in s.findings)
+    ]
+    table = Table(title="Calibration matrix: expectations met per scenario and observer")
+    table.add_column("scenario")
+    table.add_column("rep", justify="right")
+    for o in observers:
+        table.add_column(o, justify="center")
+    for s in run.scenarios:
+        cells = []
+        for o in observers:
+            rows = [f for f in s.findings if f.observer == o]
+            if not rows:
+                cells.append("[dim]-[/]")
+                continue
+            met = sum(1 for f in rows if f.met is True)
+            unseen = sum(1 for f in rows if f.met is None)
+            style = "red" if any(f.met is False for f in rows) else "green"
+            text = f"[{style}]{met}/{len(rows)}[/]"
+            if unseen:
+                text = f"[yellow]{met}/{len(rows)} ({unseen} n/o)[/]"
+            cells.append(text)
+        table.add_row(s.name, str(s.repetition), *cells)
+    return table
+
+
+def repetition_lines(run: RunResult) -> list[str]:
+    lines = []
+    for row in run.aggregate:
+        cal = row["calibration"]
+        lines.append(
+            f"{row['scenario']}: observations matched the expectations in "
+            f"{cal['no_disagreement_repetitions']} of {cal['total']} repetition(s) — "
+            f"{row['wording']}"
+        )
+    return lines
+
+
 def print_summary(run: RunResult, console: Console) -> None:
     console.print(verdict_table(run))
-    if any(f.met is not True for s in run.scenarios for f in s.findings):
+    console.print(observer_matrix(run))
+    if any(f.met is False for s in run.scenarios for f in s.findings):
         console.print(findings_table(run))
+    unseen: dict[str, int] = {}
+    for s in run.scenarios:
+        for f in s.findings:
+            if f.met is None:
+                key = f"{f.observer}: {f.reason}"
+                unseen[key] = unseen.get(key, 0) + 1
+    for why, count in sorted(unseen.items()):
+        console.print(f"[yellow]not observed[/] ×{count} — {why}")
     cal = run.calibration
     console.print(
         f"Calibration: {cal.met} of {cal.total} expectations met, {cal.not_met} not met, "
         f"{cal.not_observed} not observed."
     )
+    if any(row["repetitions"] > 1 for row in run.aggregate):
+        for line in repetition_lines(run):
+            console.print(line)
+    else:
+        console.print(
+            "One repetition per scenario: this demonstrates capability, not reliability "
+            "(use --repetitions N, N >= 3)."
+        )
     for name, status in sorted(run.observers.items()):
         if not status.available:
             console.print(f"[yellow]{name} unavailable:[/] {status.reason}")
