@@ -68,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--client", type=Path, default=None, help="client binary (default native/)")
     run.add_argument("--timeout", type=float, default=120.0, help="per-invocation limit, s")
     run.add_argument("--no-archive", action="store_true", help="skip signing and packing")
+    run.add_argument(
+        "--scenario-dir", type=Path, default=None, help="directory of scenario files (scenarios/)"
+    )
 
     doctor = sub.add_parser("doctor", help="which observers work on this machine, and why not")
     doctor.add_argument("--json", action="store_true")
@@ -115,6 +118,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         client=args.client,
         timeout_s=args.timeout,
         archive=not args.no_archive,
+        scenarios_dir=args.scenario_dir,
     )
     outcome = execute(request, say=lambda msg: console.print(msg, highlight=False))
     print_summary(outcome.result, console)

@@ -140,8 +140,9 @@ def prepare(kind: str, given: Path, workspace: Path, log: procs.CommandLog) -> C
 
 
 def _patch_strip(patch: Path) -> int:
-    """-p1 for paths like a/native/main.c (repository-relative), -p2 for a/main.c inside
-    native/ is not distinguishable: we accept repository-relative patches (git diff)."""
+    """1 for a repository-relative patch (``a/native/main.c``, as ``git diff`` writes it,
+    applied in the workspace root); 2 for a patch made inside ``native/`` (``a/main.c``,
+    applied in the workspace's ``native/``)."""
     text = patch.read_text(errors="replace")
     for line in text.splitlines():
         if line.startswith("+++ ") and "/dev/null" not in line:

@@ -21,7 +21,7 @@ from typing import Any
 
 from lab import __version__, aggregate, identity, scenario
 from lab.clock import epoch_to_rfc3339, now_rfc3339
-from lab.errors import CollectorError, Interrupted, UsageError
+from lab.errors import ClientError, CollectorError, Interrupted, UsageError
 from lab.model import PROCESS_COLLECTORS, ObserverStatus, RunResult
 from lab.runner import Plan, Runner
 from lab.schemas import validate_results
@@ -190,6 +190,10 @@ def execute(request: RunRequest, *, say: Callable[[str], None]) -> RunOutcome:
     scenarios_dir = request.scenarios_dir or REPO / "scenarios"
     chosen = scenario.select(scenarios_dir, request.names, request.everything)
     client = request.client or REPO / "native" / "backup-client"
+    if not client.is_file():
+        raise ClientError(
+            f"{client}: the client binary does not exist; build it with 'make -C native'."
+        )
     prepared = setup(request.collector, request.packets, archive=request.archive, say=say)
 
     run_id = request.run_id or new_run_id()
@@ -306,10 +310,3 @@ def archived_files(run_dir: Path) -> list[Any]:
             continue
         rows.append(ArchivedFile(path=rel, size=path.stat().st_size, sha256=sha256_file(path)))
     return rows
-
-
-def repo_relative(path: Path) -> str:
-    try:
-        return os.path.relpath(path, Path.cwd())
-    except ValueError:
-        return str(path)
