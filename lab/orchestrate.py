@@ -9,7 +9,6 @@ The CLI and the Invoke tasks both call :func:`execute`; neither holds logic of i
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import shutil
 import time
