@@ -330,6 +330,28 @@ class Calibration:
         }
 
 
+@dataclass(frozen=True)
+class Overhead:
+    """Traced ÷ untraced client time for one process collector in one scenario, summed over
+    the invocations both passes ran; None where either side was not recorded. The traced
+    side is the wrapped command: the tracer's start-up, attach, teardown and own CPU count."""
+
+    collector: str
+    wall_ratio: float | None
+    cpu_ratio: float | None
+    untraced_wall_s: float
+    traced_wall_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "collector": self.collector,
+            "wall_ratio": None if self.wall_ratio is None else round(self.wall_ratio, 4),
+            "cpu_ratio": None if self.cpu_ratio is None else round(self.cpu_ratio, 4),
+            "untraced_wall_s": round(self.untraced_wall_s, 6),
+            "traced_wall_s": round(self.traced_wall_s, 6),
+        }
+
+
 @dataclass
 class ScenarioResult:
     name: str
@@ -386,6 +408,32 @@ class ScenarioResult:
             rows.append(row)
         return rows
 
+    def overhead(self) -> list[Overhead]:
+        """Per process collector: the traced pass's client wall and CPU time divided by the
+        untraced (``none``) pass's, over the invocation indices both passes hold. A pass
+        whose tracer failed measured nothing and is skipped."""
+        untraced = next((p for p in self.passes if p.collector == "none"), None)
+        if untraced is None:
+            return []
+        base = {inv.index: inv.claim for inv in untraced.invocations}
+        result: list[Overhead] = []
+        for p in self.passes:
+            if p.collector not in PROCESS_COLLECTORS or p.error is not None:
+                continue
+            pairs = [(base[i.index], i.claim) for i in p.invocations if i.index in base]
+            if not pairs:
+                continue
+            u_wall = sum(u.wall_s for u, _ in pairs)
+            t_wall = sum(t.wall_s for _, t in pairs)
+            cpu_ratio: float | None = None
+            if all(u.cpu_s is not None and t.cpu_s is not None for u, t in pairs):
+                u_cpu = sum(u.cpu_s or 0.0 for u, _ in pairs)
+                t_cpu = sum(t.cpu_s or 0.0 for _, t in pairs)
+                cpu_ratio = t_cpu / u_cpu if u_cpu > 0 else None
+            wall_ratio = t_wall / u_wall if u_wall > 0 else None
+            result.append(Overhead(p.collector, wall_ratio, cpu_ratio, u_wall, t_wall))
+        return result
+
     def backup(self) -> dict[str, Any]:
         primary = self.primary
         if primary is None or not primary.invocations:
@@ -410,6 +458,7 @@ class ScenarioResult:
             "invocations": self.merged_invocations(),
             "findings": [f.to_dict() for f in self.findings],
             "calibration": self.calibration.to_dict(),
+            "tracing_overhead": [o.to_dict() for o in self.overhead()],
             "passes": [p.to_dict() for p in self.passes],
         }
 

@@ -20,7 +20,7 @@ from reportlab.graphics.shapes import Drawing, Line, Rect, String
 from reportlab.lib import colors
 from reportlab.pdfbase.pdfmetrics import stringWidth
 
-from lab.model import PROCESS_COLLECTORS, RunResult, ScenarioResult
+from lab.model import PROCESS_COLLECTORS, Overhead, RunResult, ScenarioResult
 
 Unit = Literal["bytes", "count", "ratio", "pct"]
 
@@ -63,46 +63,12 @@ class BarChart:
     notes: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class Overhead:
-    """Traced ÷ untraced client time for one process collector in one scenario, summed over
-    the invocations both passes ran; None where either side was not recorded."""
-
-    collector: str
-    wall_ratio: float | None
-    cpu_ratio: float | None
-    untraced_wall_s: float
-    traced_wall_s: float
-
-
 # --------------------------------------------------------------------------- what to plot
 
 
 def tracing_overhead(scenario: ScenarioResult) -> list[Overhead]:
-    """Per process collector: the traced pass's client wall and CPU time divided by the
-    untraced (``none``) pass's, over the invocation indices both passes hold."""
-    untraced = next((p for p in scenario.passes if p.collector == "none"), None)
-    if untraced is None:
-        return []
-    base = {inv.index: inv.claim for inv in untraced.invocations}
-    result: list[Overhead] = []
-    for p in scenario.passes:
-        # a pass whose tracer failed measured nothing about tracing overhead
-        if p.collector not in PROCESS_COLLECTORS or p.error is not None:
-            continue
-        pairs = [(base[i.index], i.claim) for i in p.invocations if i.index in base]
-        if not pairs:
-            continue
-        u_wall = sum(u.wall_s for u, _ in pairs)
-        t_wall = sum(t.wall_s for _, t in pairs)
-        wall_ratio = t_wall / u_wall if u_wall > 0 else None
-        cpu_ratio: float | None = None
-        if all(u.cpu_s is not None and t.cpu_s is not None for u, t in pairs):
-            u_cpu = sum(u.cpu_s or 0.0 for u, _ in pairs)
-            t_cpu = sum(t.cpu_s or 0.0 for _, t in pairs)
-            cpu_ratio = t_cpu / u_cpu if u_cpu > 0 else None
-        result.append(Overhead(p.collector, wall_ratio, cpu_ratio, u_wall, t_wall))
-    return result
+    """The model's own figure (``ScenarioResult.overhead``): drawn here, not computed."""
+    return scenario.overhead()
 
 
 def first_repetitions(run: RunResult) -> list[ScenarioResult]:
