@@ -53,7 +53,12 @@ def _fail(error: LabError) -> None:
 
 
 def _host_lab(c: Context, args: list[str]) -> None:
-    c.run(shlex.join([sys.executable, "-m", "lab", *args]), pty=sys.stdout.isatty())
+    """``python -m lab ARGS`` on this host; its exit status becomes the task's."""
+    result = c.run(
+        shlex.join([sys.executable, "-m", "lab", *args]), pty=sys.stdout.isatty(), warn=True
+    )
+    if result is not None and result.exited:
+        raise SystemExit(result.exited)
 
 
 def _in_container(
@@ -64,9 +69,13 @@ def _in_container(
     mounts: tuple[tuple[Path, str], ...] = (),
 ) -> None:
     try:
-        container.run_lab(_ctx(), args, privileged=privileged, mounts=mounts, rebuild=rebuild)
+        done = container.run_lab(
+            _ctx(), args, privileged=privileged, mounts=mounts, rebuild=rebuild
+        )
     except LabError as error:
         _fail(error)
+    if done.exit_status:
+        raise SystemExit(done.exit_status)
 
 
 # --- lab ------------------------------------------------------------------------------
@@ -133,8 +142,7 @@ def shell(c: Context, privileged: bool = False) -> None:
     try:
         info = container.ensure_engine(ctx, install=True)
         identity = container.ensure_image(ctx)
-        container.prepare(ctx, identity, container.container_options(ctx), info)
-        argv = container.shell_argv(ctx, identity, privileged=privileged)
+        argv = container.shell_argv(ctx, identity, info, privileged=privileged)
     except LabError as error:
         _fail(error)
     c.run(shlex.join(argv), pty=True)
@@ -149,11 +157,12 @@ def verify(c: Context, archive: str, pubkey: str | None = None, selftest: bool =
 
 @task(
     help={
-        "patch": "a patch to the reference client",
-        "source_dir": "a client source tree",
+        "patch": "a patch to the reference client (git diff against native/)",
+        "source_dir": "a client source tree with a Makefile",
         "binary": "a client executable",
-        "repetitions": "untraced timing repetitions",
-        "local": "on this host, not in the container",
+        "repetitions": "repetitions of the contract conditions (default 3)",
+        "timing_runs": "untraced timing rounds, candidate and baseline alternated (default 20)",
+        "local": "build and judge on this host, not in the lab image",
     }
 )
 def evaluate(
@@ -162,24 +171,22 @@ def evaluate(
     source_dir: str | None = None,
     binary: str | None = None,
     repetitions: int | None = None,
+    timing_runs: int | None = None,
     local: bool = False,
-    privileged: bool = False,
 ) -> None:
-    """Judge a client someone else wrote against the frozen contract."""
+    """Judge a client someone else wrote against the frozen contract (in the lab image:
+    ``python -m lab evaluate`` builds the image and mounts the candidate read-only)."""
     choices = (("--patch", patch), ("--source-dir", source_dir), ("--binary", binary))
     given = [(flag, value) for flag, value in choices if value]
     if len(given) != 1:
         _fail(LabError("lab.evaluate needs exactly one of --patch, --source-dir, --binary."))
     flag, value = given[0]
-    extra = ["--repetitions", str(repetitions)] if repetitions is not None else []
-    if local:
-        _host_lab(c, ["evaluate", flag, value, *extra, "--out", str(ROOT / "artifacts")])
-        return
-    # The candidate is mounted read-only under /lab/candidate, keeping its file name.
-    host = Path(value).resolve()
-    inside = f"/lab/candidate/{host.name}"
-    args = ["evaluate", flag, inside, *extra, "--out", container.CONTAINER_ARTIFACTS]
-    _in_container(args, privileged=privileged, mounts=((host, inside),))
+    args = ["evaluate", flag, value, "--out", str(ROOT / "artifacts")]
+    if repetitions is not None:
+        args += ["--repetitions", str(repetitions)]
+    if timing_runs is not None:
+        args += ["--timing-runs", str(timing_runs)]
+    _host_lab(c, [*args, *(["--local"] if local else [])])
 
 
 @task(help={"artifacts": "also delete artifacts/ (evidence archives included)"})
@@ -226,7 +233,28 @@ def image_lock(c: Context, base_image: str = debootstrap.DEFAULT_BASE_IMAGE) -> 
         print(f"wrote {path.relative_to(ROOT)}")
 
 
+@task(name="repro", help={"builds": "how many clean builds to compare (default 2)"})
+def image_repro(c: Context, builds: int = 2) -> None:
+    """Build the image from a clean cache several times and compare the results."""
+    ctx = _ctx()
+    try:
+        container.ensure_engine(ctx, install=True)
+        report = container.reproduce(ctx, builds=builds)
+    except LabError as error:
+        _fail(error)
+    for row in report["builds"]:
+        print(
+            f"{row['name']}: image {row['id']} client {row['client_sha256']} "
+            f"packages {row['packages_sha256']} ({row['build_seconds']} s)"
+        )
+    print(
+        f"client identical: {report['client_identical']}; packages identical: "
+        f"{report['packages_identical']}; image identical: {report['image_identical']} "
+        f"(layers differing: {report['differing_layers']} of {report['layers']})"
+    )
+
+
 lab = Collection("lab", build, run, doctor, shell, verify, evaluate)
 keys = Collection("keys", keys_generate)
-image = Collection("image", image_lock)
+image = Collection("image", image_lock, image_repro)
 ns = Collection(lab, keys, image, clean)

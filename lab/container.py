@@ -15,10 +15,10 @@ in ``docs/container.md``; what is and is not reproducible in ``docs/reproducibil
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
-import platform
 import re
 import sys
 import time
@@ -46,7 +46,6 @@ COLLECTOR_CAPABILITIES: tuple[str, ...] = (
     "SYS_ADMIN",  # bpftrace: load and attach BPF programs; perf: kernel samples
     "BPF",  # bpftrace: BPF programs and maps (engines that know CAP_BPF)
     "PERFMON",  # bpftrace/perf: perf events (engines that know CAP_PERFMON)
-    "SYS_PTRACE",  # strace and perf read the client's /proc/<pid> across the host PID space
     "NET_RAW",  # tcpdump: a packet socket on loopback
     "SETUID",  # tcpdump: drops to its own user once the capture is open
     "SETGID",  # tcpdump: same, for its groups
@@ -377,8 +376,10 @@ def build_image(
     base_image: str = DEFAULT_BASE_IMAGE,
     no_cache: bool = False,
     base: BaseImage | None = None,
+    record: bool = True,
 ) -> dict[str, Any]:
-    """Build the image and write its identity to ``artifacts/.image.json``; return it."""
+    """Build the image; return its identity (written to ``artifacts/.image.json`` when
+    ``record``)."""
     base = base or resolve_base(base_image, workdir=Path("/var/tmp/lab-base"), log=ctx.log)
     fetch_wheels(ctx)
     digest = inputs_digest(ctx.root)
@@ -391,7 +392,8 @@ def build_image(
         raise ContainerError(build_failure(ctx.image_dir / "build.log"))
     identity = _identity(ctx, tag, base, digest)
     identity["build_seconds"] = round(time.monotonic() - started, 1)
-    _write_json(ctx.artifacts / ".image.json", identity)
+    if record:
+        _write_json(ctx.artifacts / ".image.json", identity)
     return identity
 
 
@@ -585,7 +587,8 @@ def probe_container(
     An engine that rejects CAP_BPF/CAP_PERFMON by name gets the set without them (SYS_ADMIN
     covers both on such engines). Returns the options that work and what the container held.
     """
-    attempt = options
+    # The probe reads one line: never with a terminal, whatever the real run asks for.
+    attempt = dataclasses.replace(options, interactive=False)
     for _ in range(2):
         err = ctx.image_dir / "probe.err"
         done = procs.run(
@@ -607,27 +610,15 @@ def probe_container(
                 "capabilities": decode_capabilities(mask),
                 "dropped_unknown": sorted(set(options.capabilities) - set(attempt.capabilities)),
             }
-            return attempt, held
+            return dataclasses.replace(attempt, interactive=options.interactive), held
         if "unknown capability" in stderr and not attempt.privileged:
             kept = tuple(c for c in attempt.capabilities if c not in NEWER_CAPABILITIES)
             if kept != attempt.capabilities:
-                attempt = _replace_caps(attempt, kept)
+                attempt = dataclasses.replace(attempt, capabilities=kept)
                 continue
         refusal = privilege_refusal(stderr)
         raise ContainerError(refusal or f"the lab container did not start: {stderr.strip()[-300:]}")
     raise ContainerError("the lab container did not start with any capability set tried.")
-
-
-def _replace_caps(options: RunOptions, caps: tuple[str, ...]) -> RunOptions:
-    return RunOptions(
-        artifacts=options.artifacts,
-        privileged=options.privileged,
-        capabilities=caps,
-        mounts=options.mounts,
-        pass_env=options.pass_env,
-        env=options.env,
-        interactive=options.interactive,
-    )
 
 
 def signing_key_options(
@@ -815,7 +806,81 @@ def _write_json(path: Path, data: Mapping[str, Any]) -> None:
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
+# --- reproducibility -------------------------------------------------------------------
+
+
+def reproduce(ctx: Context, *, builds: int = 2) -> dict[str, Any]:
+    """Build the image ``builds`` times from a clean cache and compare what must match.
+
+    The client binary's SHA-256 and the installed-package manifest must be identical; image
+    digests are reported either way, with the layers that differ (the classic builder keeps
+    build-time file dates in every layer it writes, so those layers differ). Writes
+    ``artifacts/.image/repro.json``.
+    """
+    base = resolve_base(DEFAULT_BASE_IMAGE, workdir=Path("/var/tmp/lab-base"), log=ctx.log)
+    results: list[dict[str, Any]] = []
+    for index in range(1, builds + 1):
+        tag = f"execution-evidence-lab:repro-{index}"
+        identity = build_image(ctx, tag=tag, no_cache=True, base=base, record=False)
+        info = inspect_image(ctx, tag) or {}
+        identity["layers"] = list((info.get("RootFS") or {}).get("Layers") or [])
+        results.append(identity)
+    first = results[0]
+    same = {
+        key: all(r[key] == first[key] for r in results)
+        for key in ("client_sha256", "packages_sha256", "id")
+    }
+    differing = sorted(
+        {
+            i
+            for r in results[1:]
+            for i, layer in enumerate(r["layers"])
+            if i >= len(first["layers"]) or layer != first["layers"][i]
+        }
+    )
+    report = {
+        "base": base.as_dict(),
+        "builds": [
+            {
+                k: r[k]
+                for k in (
+                    "name",
+                    "id",
+                    "client_sha256",
+                    "packages_sha256",
+                    "build_seconds",
+                    "size_bytes",
+                )
+            }
+            for r in results
+        ],
+        "client_identical": same["client_sha256"],
+        "packages_identical": same["packages_sha256"],
+        "image_identical": same["id"],
+        "layers": len(first["layers"]),
+        "differing_layers": differing,
+    }
+    _write_json(ctx.image_dir / "repro.json", report)
+    # The comparison is recorded; the extra images (about 1 GB each) are not kept.
+    procs.run(
+        ["docker", "image", "rm", *(r["name"] for r in results)],
+        purpose="remove the reproduction images",
+        log=ctx.log,
+        timeout=300,
+        accept=None,
+    )
+    if not (same["client_sha256"] and same["packages_sha256"]):
+        raise ContainerError(
+            "two clean builds differ in the client binary or the package manifest; see "
+            f"{ctx.image_dir / 'repro.json'}."
+        )
+    return report
+
+
 # --- the whole run ---------------------------------------------------------------------
+
+
+LAB_EXIT_STATUSES = (0, 1, 2, 3, 130)
 
 
 def lab_command(args: Sequence[str]) -> list[str]:
@@ -837,7 +902,9 @@ def run_lab(
     options = container_options(ctx, privileged=privileged, mounts=mounts)
     options = prepare(ctx, identity, options, info)
     done = run_in_container(ctx, identity, lab_command(args), options)
-    if done.exit_status != 0:
+    # The lab's own statuses pass through (1: an observation disagreed or a candidate
+    # failed; 2: usage; 3: schema; 130: interrupted): it has already said its sentence.
+    if done.exit_status not in LAB_EXIT_STATUSES:
         raise ContainerError(
             f"'python -m lab {' '.join(args[:1])}' in the container exited with status "
             f"{done.exit_status}; its output is in {ctx.image_dir}."
@@ -845,11 +912,10 @@ def run_lab(
     return done
 
 
-def shell_argv(ctx: Context, identity: Mapping[str, Any], *, privileged: bool = False) -> list[str]:
+def shell_argv(
+    ctx: Context, identity: Mapping[str, Any], engine_info: Engine, *, privileged: bool = False
+) -> list[str]:
+    """``docker run -it … bash`` with the probed options of a real run (``lab.shell``)."""
     options = container_options(ctx, privileged=privileged, interactive=True)
+    options = prepare(ctx, identity, options, engine_info)
     return run_argv(str(identity["name"]), ["bash"], options)
-
-
-def host_platform_supported() -> bool:
-    """The image is built for x86-64 only (the wheel lock and the tool set)."""
-    return platform.machine() in ("x86_64", "AMD64")

@@ -252,9 +252,7 @@ def diagnostics(scenarios: list[ScenarioResult], size: int) -> list[dict[str, An
 
 def main(args: argparse.Namespace, console: Console) -> int:
     if not args.local and not identity.in_lab_image():
-        from lab import container
-
-        return container.evaluate_in_image(args, console)
+        return _in_image(args)
 
     def say(msg: str) -> None:
         console.print(msg, highlight=False)
@@ -332,6 +330,31 @@ def main(args: argparse.Namespace, console: Console) -> int:
 
         print_archive(archive, console)
     return 0 if evaluation["status"] == "pass" else 1
+
+
+def _in_image(args: argparse.Namespace) -> int:
+    """Run this very evaluation inside the lab image (built and cached by lab.container),
+    with the candidate mounted read-only; the archive lands in the host's --out."""
+    from lab import container
+
+    flag = "--patch" if args.patch else "--source-dir" if args.source_dir else "--binary"
+    host: Path = (args.patch or args.source_dir or args.binary).resolve()
+    if not host.exists():
+        raise UsageError(f"{host}: no such file or directory; give the candidate's path.")
+    inside = f"/lab/candidate/{host.name}"
+    argv = [
+        "evaluate", flag, inside,
+        "--repetitions", str(args.repetitions),
+        "--timing-runs", str(args.timing_runs),
+        "--collector", args.collector,
+        "--packets", args.packets,
+        "--size", str(args.size),
+        "--timeout", str(args.timeout),
+        "--out", container.CONTAINER_ARTIFACTS,
+    ]  # fmt: skip
+    ctx = container.Context.for_repo(REPO, artifacts=args.out.resolve())
+    done = container.run_lab(ctx, argv, mounts=((host, inside),))
+    return int(done.exit_status or 0)
 
 
 def _judge(

@@ -7,7 +7,7 @@ import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
@@ -33,8 +33,9 @@ def tasks() -> ModuleType:
 def calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     seen: list[dict[str, Any]] = []
 
-    def fake_run_lab(ctx: container.Context, args: Sequence[str], **kw: Any) -> None:
+    def fake_run_lab(ctx: container.Context, args: Sequence[str], **kw: Any) -> Any:
         seen.append({"args": list(args), **kw})
+        return SimpleNamespace(exit_status=0)
 
     monkeypatch.setattr(container, "run_lab", fake_run_lab)
     return seen
@@ -121,23 +122,52 @@ def test_run_local_runs_the_cli_on_the_host(tasks: ModuleType, calls: list[dict[
     assert calls == []
 
 
-def test_evaluate_mounts_the_candidate_read_only(
+def test_evaluate_runs_the_cli_which_delegates_to_the_image(
     tasks: ModuleType, calls: list[dict[str, Any]], tmp_path: Path
 ) -> None:
     patch = tmp_path / "fix.patch"
     patch.write_text("--- a\n+++ b\n")
-    tasks.evaluate(MockContext(), patch=str(patch), repetitions=5)
+    argv = [sys.executable, "-m", "lab", "evaluate", "--patch", str(patch), "--out"]
+    argv += [str(ROOT / "artifacts"), "--repetitions", "5"]
+    tasks.evaluate(MockContext(run={shlex.join(argv): Result()}), patch=str(patch), repetitions=5)
+    local = [*argv, "--local"]
+    tasks.evaluate(
+        MockContext(run={shlex.join(local): Result()}), patch=str(patch), repetitions=5, local=True
+    )
+    assert calls == []
+
+
+def test_evaluate_in_image_mounts_the_candidate_read_only(
+    calls: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    from lab import evaluate
+    from lab._cli import build_parser
+
+    patch = tmp_path / "fix.patch"
+    patch.write_text("--- a\n+++ b\n")
+    args = build_parser().parse_args(
+        ["evaluate", "--patch", str(patch), "--repetitions", "5", "--out", str(tmp_path / "a")]
+    )
+    assert evaluate._in_image(args) == 0
     call = calls[0]
-    assert call["args"] == [
+    assert call["args"][:5] == [
         "evaluate",
         "--patch",
         "/lab/candidate/fix.patch",
         "--repetitions",
         "5",
-        "--out",
-        "/lab/artifacts",
     ]
+    assert call["args"][-2:] == ["--out", "/lab/artifacts"]
     assert call["mounts"] == ((patch.resolve(), "/lab/candidate/fix.patch"),)
+
+
+def test_container_exit_status_passes_through(
+    tasks: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(container, "run_lab", lambda *a, **k: SimpleNamespace(exit_status=1))
+    with pytest.raises(SystemExit) as stop:
+        tasks.run(MockContext())
+    assert stop.value.code == 1
 
 
 def test_evaluate_needs_exactly_one_candidate(
