@@ -1,9 +1,17 @@
 """The lab's test sessions. ``nox`` runs the defaults: lint, typecheck, tests, e2e.
 
-Sessions that need root or Docker say so in their docstring.
+Sessions that need root or Docker say so in their docstring. On a Debian machine as root,
+the sessions install the Debian packages they drive when they are missing (``e2e`` also
+installs and starts the Docker engine through ``invoke lab.build``); elsewhere they say
+what is missing and the tests that need it skip, naming it — unless ``LAB_REQUIRE_*``
+turns those skips into failures (CI).
 """
 
 from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
 
 import nox
 
@@ -11,6 +19,47 @@ nox.options.sessions = ["lint", "typecheck", "tests", "e2e"]
 nox.options.reuse_existing_virtualenvs = True
 
 PYTHON = "3.11"
+
+#: tool -> Debian package, for everything the tests drive
+HOST_TOOLS = {
+    "cc": "gcc",
+    "make": "make",
+    "nm": "binutils",
+    "patch": "patch",
+    "git": "git",
+    "openssl": "openssl",
+    "strace": "strace",
+    "bpftrace": "bpftrace",
+    "perf": "linux-perf",
+    "tcpdump": "tcpdump",
+    "signify-openbsd": "signify-openbsd",
+    "minisign": "minisign",
+    "pdftoppm": "poppler-utils",
+    "debootstrap": "debootstrap",
+}
+HEADERS = {"/usr/include/openssl/evp.h": "libssl-dev", "/usr/include/stdio.h": "libc6-dev"}
+
+
+def host_packages(session: nox.Session) -> None:
+    """Install the missing Debian packages when this is Debian and we are root."""
+    missing = sorted(
+        {pkg for tool, pkg in HOST_TOOLS.items() if shutil.which(tool) is None}
+        | {pkg for header, pkg in HEADERS.items() if not Path(header).exists()}
+    )
+    if not missing:
+        return
+    if os.geteuid() != 0 or not Path("/etc/debian_version").exists():
+        session.warn(
+            f"missing Debian packages: {' '.join(missing)} (apt-get install them); the tests "
+            "that need them will skip and say which capability is missing"
+        )
+        return
+    env = {"DEBIAN_FRONTEND": "noninteractive"}
+    session.run("apt-get", "update", "-qq", external=True, env=env)
+    session.run(
+        "apt-get", "install", "-y", "-qq", "--no-install-recommends", *missing,
+        external=True, env=env,
+    )  # fmt: skip
 
 
 @nox.session(python=PYTHON)
@@ -23,9 +72,9 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
-    """mypy --strict on lab/."""
+    """mypy --strict on lab/ and tasks.py."""
     session.install("-e", ".[dev]")
-    session.run("mypy", "--strict", "lab")
+    session.run("mypy", "--strict", "lab", "tasks.py")
 
 
 @nox.session(python=PYTHON)
@@ -33,6 +82,7 @@ def tests(session: nox.Session) -> None:
     """Unit tests and host integration tests. The collector tests need root (ptrace, eBPF,
     perf events, raw capture on lo); without it they skip and say which capability is
     missing, unless LAB_REQUIRE_COLLECTORS turns those skips into failures (CI)."""
+    host_packages(session)
     session.install("-e", ".[dev]")
     session.run("make", "-C", "native", external=True)
     session.run("pytest", "-ra", *(session.posargs or ["tests", "--ignore=tests/e2e"]))
@@ -44,8 +94,9 @@ def e2e(session: nox.Session) -> None:
     debootstrap; cached by its inputs), checks the observers inside it with the explicit
     capability set, then runs what users run — ``invoke lab.run`` and ``invoke
     lab.evaluate`` — and verifies the archives with our verifier, ``sha256sum -c``,
-    ``signify-openbsd -V`` and ``minisign -V``. Needs Docker and root; the first build takes
-    about 4 minutes."""
+    ``signify-openbsd -V`` and ``minisign -V``. Needs Docker and root (installs and starts
+    docker.io on Debian when absent); the first build takes about 4 minutes."""
+    host_packages(session)
     session.install("-e", ".[dev]")
     session.run("make", "-C", "native", external=True)
     session.run("invoke", "lab.build")
