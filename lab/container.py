@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from lab import procs
-from lab.debootstrap import DEFAULT_BASE_IMAGE, BaseImage, resolve_base
+from lab.debootstrap import DEFAULT_BASE_IMAGE, BaseImage, render_sources, resolve_base
 from lab.errors import ContainerError
 
 IMAGE = "execution-evidence-lab:local"
@@ -380,6 +380,7 @@ def build_image(
 ) -> dict[str, Any]:
     """Build the image; return its identity (written to ``artifacts/.image.json`` when
     ``record``)."""
+    render_sources(ctx.root)
     base = base or resolve_base(base_image, workdir=Path("/var/tmp/lab-base"), log=ctx.log)
     fetch_wheels(ctx)
     digest = inputs_digest(ctx.root)
@@ -480,6 +481,7 @@ def ensure_image(
         info = inspect_image(ctx, tag)
         labels = ((info or {}).get("Config") or {}).get("Labels") or {}
         recorded = image_identity(ctx.artifacts)
+        render_sources(ctx.root)
         current = inputs_digest(ctx.root)
         if (
             info is not None

@@ -35,7 +35,10 @@ DEFAULT_BASE_IMAGE = (
     "debian:bookworm-slim@sha256:2424c1850714a4d94666ec928e24d86de958646737b1d113f5b2207be44d37d8"
 )
 SUITE = "bookworm"
-FALLBACK_MIRROR = "http://deb.debian.org/debian"
+SECURITY_SUITE = f"{SUITE}-security"
+#: the image's APT sources: a template in the repository, rendered for this machine
+SOURCES_TEMPLATE = Path("docker/debian.sources.in")
+SOURCES_RENDERED = Path("docker/debian.sources")
 #: repository of the locally bootstrapped bases, tagged ``bookworm-YYYYMMDD``
 LOCAL_BASE_REPO = "lab-base"
 #: label on a bootstrapped base holding its provenance (JSON)
@@ -69,11 +72,49 @@ class BaseImage:
         return {k: v for k, v in asdict(self).items() if v is not None}
 
 
-def debian_mirror(apt_dir: Path = Path("/etc/apt"), suite: str = SUITE) -> str:
-    """The Debian archive this machine's APT uses for ``suite`` (deb822 or one-line lists).
+def debian_mirror(
+    apt_dir: Path = Path("/etc/apt"),
+    suite: str = SUITE,
+    env: Mapping[str, str] | None = None,
+) -> str:
+    """The Debian archive this machine's APT uses for ``suite`` (deb822 or one-line lists),
+    or ``LAB_DEBIAN_MIRROR``. Security and ports archives are skipped: debootstrap needs
+    the main archive."""
+    override = (os.environ if env is None else env).get("LAB_DEBIAN_MIRROR")
+    if override:
+        return override.rstrip("/")
+    found = _find_mirror(apt_dir, suite, security=False)
+    if found is None:
+        raise ContainerError(
+            f"no Debian archive for '{suite}' is configured in {apt_dir}; set "
+            "LAB_DEBIAN_MIRROR to your Debian mirror's URL."
+        )
+    return found
 
-    Security and ports archives are skipped: debootstrap needs the main archive.
-    """
+
+def security_mirror(apt_dir: Path = Path("/etc/apt"), env: Mapping[str, str] | None = None) -> str:
+    """The security archive this machine's APT uses, or ``LAB_DEBIAN_SECURITY_MIRROR``;
+    by Debian's layout, ``<main archive>-security`` when none is configured."""
+    override = (os.environ if env is None else env).get("LAB_DEBIAN_SECURITY_MIRROR")
+    if override:
+        return override.rstrip("/")
+    return _find_mirror(apt_dir, SECURITY_SUITE, security=True) or (
+        debian_mirror(apt_dir, env=env) + "-security"
+    )
+
+
+def render_sources(root: Path, apt_dir: Path = Path("/etc/apt")) -> Path:
+    """Write docker/debian.sources (ignored by git) from its template for this machine."""
+    text = (root / SOURCES_TEMPLATE).read_text(encoding="utf-8")
+    text = text.replace("@SECURITY_MIRROR@", security_mirror(apt_dir))
+    text = text.replace("@MIRROR@", debian_mirror(apt_dir))
+    target = root / SOURCES_RENDERED
+    if not target.exists() or target.read_text(encoding="utf-8") != text:
+        target.write_text(text, encoding="utf-8")
+    return target
+
+
+def _find_mirror(apt_dir: Path, suite: str, *, security: bool) -> str | None:
     candidates: list[Path] = []
     if (apt_dir / "sources.list").is_file():
         candidates.append(apt_dir / "sources.list")
@@ -85,15 +126,15 @@ def debian_mirror(apt_dir: Path = Path("/etc/apt"), suite: str = SUITE) -> str:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-        found = _mirror_in(text, deb822=path.suffix == ".sources", suite=suite)
+        found = _mirror_in(text, deb822=path.suffix == ".sources", suite=suite, security=security)
         if found:
             return found
-    return FALLBACK_MIRROR
+    return None
 
 
-def _mirror_in(text: str, *, deb822: bool, suite: str) -> str | None:
+def _mirror_in(text: str, *, deb822: bool, suite: str, security: bool = False) -> str | None:
     def usable(uri: str) -> bool:
-        return uri.startswith(("http://", "https://")) and "security" not in uri
+        return uri.startswith(("http://", "https://")) and ("security" in uri) == security
 
     if not deb822:
         for line in text.splitlines():
@@ -368,6 +409,7 @@ def relock(
     The resolution runs in a container from the base image itself, so the versions locked
     are the ones that base's APT and Python see.
     """
+    render_sources(root)
     base = resolve_base(base_image, workdir=Path("/var/tmp/lab-base"), log=log)
     out = work / "lock"
     if out.exists():

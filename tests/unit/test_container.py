@@ -246,7 +246,25 @@ def test_debian_mirror_deb822_and_one_line(tmp_path: Path) -> None:
     (apt / "sources.list").write_text((ASSETS / "sources.list").read_text())
     # sources.list is read first, its security line skipped.
     assert debootstrap.debian_mirror(apt) == "http://ftp.example.net/debian"
-    assert debootstrap.debian_mirror(tmp_path / "none") == debootstrap.FALLBACK_MIRROR
+    with pytest.raises(ContainerError, match="set LAB_DEBIAN_MIRROR"):
+        debootstrap.debian_mirror(tmp_path / "none", env={})
+    assert debootstrap.debian_mirror(
+        tmp_path / "none", env={"LAB_DEBIAN_MIRROR": "http://m/d/"}
+    ) == ("http://m/d")
+
+
+def test_sources_are_rendered_for_this_machine(tmp_path: Path) -> None:
+    apt = tmp_path / "apt"
+    (apt / "sources.list.d").mkdir(parents=True)
+    (apt / "sources.list.d" / "debian.sources").write_text((ASSETS / "debian.sources").read_text())
+    root = tmp_path / "repo"
+    (root / "docker").mkdir(parents=True)
+    template = Path(__file__).resolve().parents[2] / "docker" / "debian.sources.in"
+    (root / "docker" / "debian.sources.in").write_text(template.read_text())
+    text = debootstrap.render_sources(root, apt).read_text()
+    assert "@" not in text.replace("Signed-By", "")
+    assert "URIs: http://mirror.example.org/debian\n" in text
+    assert "-security" in text
 
 
 def test_base_image_is_pinned_by_digest() -> None:
@@ -263,14 +281,14 @@ def test_base_as_dict_drops_unknowns() -> None:
         path="debootstrap",
         pinned=debootstrap.DEFAULT_BASE_IMAGE,
         tarball_sha256="ab" * 32,
-        mirror="http://deb.debian.org/debian",
+        mirror="http://mirror.example/debian",
     )
     assert base.as_dict() == {
         "reference": "lab-base:bookworm-20250101",
         "path": "debootstrap",
         "pinned": debootstrap.DEFAULT_BASE_IMAGE,
         "tarball_sha256": "ab" * 32,
-        "mirror": "http://deb.debian.org/debian",
+        "mirror": "http://mirror.example/debian",
     }
 
 
