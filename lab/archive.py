@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from lab.errors import ArchiveError
+from lab.fixture import sha256_file
 from lab.keys import looks_like_private_key
 from lab.provenance import ProvenanceInputs, build_statement, envelope_line, sign_envelope
 from lab.signing import Signer
@@ -85,14 +86,6 @@ def archive_epoch(default: int, env: Mapping[str, str] | None = None) -> int:
             "to seconds since 1970-01-01."
         )
     return int(value)
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def collect_files(run_dir: Path) -> list[str]:

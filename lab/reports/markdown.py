@@ -271,25 +271,9 @@ def _scenario(run: RunResult, s: ScenarioResult) -> list[str]:
         lines += _table(unobserved)
     lines += ["### Passes", ""]
     lines += _table(text.pass_table(s))
-    overhead = charts.tracing_overhead(s)
-    if overhead:
-        rows = [
-            [
-                o.collector,
-                text.fmt_seconds(o.untraced_wall_s),
-                text.fmt_seconds(o.traced_wall_s),
-                text.fmt_ratio(o.wall_ratio),
-                text.fmt_ratio(o.cpu_ratio),
-            ]
-            for o in overhead
-        ]
-        lines += _table(
-            Table(
-                ["collector", "untraced wall", "traced wall", "wall ratio", "CPU ratio"],
-                rows,
-                ["Traced / untraced client time over the invocations of each pass."],
-            )
-        )
+    overhead = text.overhead_table(s)
+    if overhead is not None:
+        lines += _table(overhead)
     lines += ["### Calibration findings", ""]
     lines += _table(text.findings_table(s))
     return lines

@@ -613,25 +613,9 @@ def _scenario(run: RunResult, s: ScenarioResult) -> list[Flowable]:
     flow.append(_heading("Passes", 1))
     passes = text.pass_table(s)
     flow += _table(passes, _even(passes.header, 50))
-    overhead = charts.tracing_overhead(s)
-    if overhead:
-        rows = [
-            [
-                o.collector,
-                text.fmt_seconds(o.untraced_wall_s),
-                text.fmt_seconds(o.traced_wall_s),
-                text.fmt_ratio(o.wall_ratio),
-                text.fmt_ratio(o.cpu_ratio),
-            ]
-            for o in overhead
-        ]
-        flow += _table(
-            text.Table(
-                ["collector", "untraced wall", "traced wall", "wall ratio", "CPU ratio"],
-                rows,
-                ["Traced / untraced client time over the invocations of each pass."],
-            )
-        )
+    overhead = text.overhead_table(s)
+    if overhead is not None:
+        flow += _table(overhead)
     flow.append(_heading("Calibration findings", 1))
     findings = text.findings_table(s)
     result_fill: list[tuple[Any, ...]] = []

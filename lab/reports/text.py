@@ -1048,3 +1048,28 @@ def files_table(files: list[ArchivedFile] | None) -> Table:
         for name in REPORT_FILES
     ]
     return Table(["path", "size (bytes)", "SHA-256"], rows, notes)
+
+
+def overhead_table(s: ScenarioResult) -> Table | None:
+    """The model's tracing-overhead figures for one scenario (``ScenarioResult.overhead``)."""
+    overhead = s.overhead()
+    if not overhead:
+        return None
+    rows = [
+        [
+            o.collector,
+            fmt_seconds(o.untraced_wall_s),
+            fmt_seconds(o.traced_wall_s),
+            fmt_ratio(o.wall_ratio),
+            fmt_ratio(o.cpu_ratio),
+        ]
+        for o in overhead
+    ]
+    return Table(
+        ["collector", "untraced wall", "traced wall", "wall ratio", "CPU ratio"],
+        rows,
+        [
+            "Traced command / untraced client time over the invocations of each pass "
+            "(the tracer's start-up and its own CPU included)."
+        ],
+    )
