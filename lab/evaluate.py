@@ -216,6 +216,30 @@ def _clause_counts(scenarios: list[ScenarioResult]) -> dict[str, dict[str, int]]
     return counts
 
 
+def client_contract(results: list[ScenarioResult]) -> dict[str, Any]:
+    """Did the candidate honour client contract v1 (docs/client-contract.md) in every
+    invocation: JSON event lines, a final completion event, exit status agreeing with it?"""
+    violations: list[dict[str, Any]] = []
+    for s in results:
+        for p in s.passes:
+            for inv in p.invocations:
+                for problem in inv.claim.contract_violations:
+                    violations.append(
+                        {
+                            "condition": s.name,
+                            "repetition": s.repetition,
+                            "pass": p.collector,
+                            "invocation": inv.index,
+                            "problem": problem,
+                        }
+                    )
+    return {
+        "honoured": not violations,
+        "violations": violations[:50],
+        "violation_count": len(violations),
+    }
+
+
 def instrument_check(results: list[ScenarioResult]) -> dict[str, Any]:
     """Did the lab catch the seeded defects here, with these collectors?"""
     caught: dict[str, Any] = {}
@@ -403,6 +427,7 @@ def _judge(
     results = run_plan(plan, run_dir, prepared, say)
     counts = _clause_counts(results)
     evaluation["clauses"] = {c: {**counts[c], "total": len(results)} for c in CLAUSES}
+    evaluation["client_contract"] = client_contract(results)
     evaluation["diagnostics"] = diagnostics(results, args.size)
     say(f"Untraced timing: {args.timing_runs} rounds, candidate and baseline alternated…")
     evaluation["timing"] = timing.alternate(

@@ -821,6 +821,7 @@ EVALUATION_KEYS = frozenset(
         "status_reason",
         "candidate",
         "instrument_check",
+        "client_contract",
         "timing",
         "diagnostics",
         "clauses",
@@ -892,6 +893,24 @@ def evaluation_identity(evaluation: Mapping[str, Any]) -> list[tuple[str, str]]:
         ok = check.get("ok")
         verdict = "caught the seeded defects" if ok else "did NOT catch the seeded defects"
         rows.append(("instrument check", f"{verdict} ({detail or NOT_RECORDED})"))
+    contract = evaluation.get("client_contract")
+    if isinstance(contract, Mapping):
+        if contract.get("honoured"):
+            rows.append(("client contract v1", "honoured in every invocation"))
+        else:
+            shown = contract.get("violations") or []
+            first = "; ".join(
+                f"{v.get('condition')} r{v.get('repetition')} {v.get('pass')} "
+                f"inv {v.get('invocation')}: {v.get('problem')}"
+                for v in shown[:3]
+                if isinstance(v, Mapping)
+            )
+            rows.append(
+                (
+                    "client contract v1",
+                    f"NOT honoured: {fmt(contract.get('violation_count'))} violation(s); {first}",
+                )
+            )
     for key in ("fixture", "limits"):
         value = evaluation.get(key)
         if isinstance(value, Mapping):
