@@ -78,6 +78,11 @@ def test_correct_alternative_passes(tmp_path: Path) -> None:
     evaluation = results["evaluation"]
     assert code == 0 and evaluation["status"] == "pass", evaluation.get("status_reason")
     assert all(row["pass"] == row["total"] for row in evaluation["clauses"].values())
+    assert evaluation["client_contract"] == {
+        "honoured": True,
+        "violations": [],
+        "violation_count": 0,
+    }
 
 
 def test_patch_that_does_not_compile(tmp_path: Path) -> None:
