@@ -34,7 +34,7 @@ def _pass_for(result: ScenarioResult, observer: str) -> tuple[Pass | None, str |
     """The pass whose records answer for ``observer`` (and why none does)."""
     if observer in _OWN:
         return result.primary, None
-    reasons: list[str] = []
+    reasons: list[str] = [p.error for p in result.passes if p.collector == observer and p.error]
     for p in result.passes:
         for inv in p.invocations:
             if observer in inv.observed:

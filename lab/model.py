@@ -400,6 +400,9 @@ class ScenarioResult:
                         missing.setdefault(name, why)
                     for name, paths in other.artifacts.items():
                         artifacts.setdefault(name, []).extend(paths)
+            for p in self.passes:
+                if p.error and p.collector not in observed:
+                    missing.setdefault(p.collector, p.error)
             for name in observed:
                 missing.pop(name, None)
             row["observed"] = {k: observed[k] for k in sorted(observed)}

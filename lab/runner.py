@@ -22,7 +22,7 @@ from lab import calibration, contract, fixture, procs, receiver, verifier
 from lab.clock import now_rfc3339
 from lab.collectors import process_collector
 from lab.collectors.base import CollectorOutput, InvocationContext, ProcessCollector
-from lab.errors import ClientError, CollectorError
+from lab.errors import ClientError, CollectorError, LabError
 from lab.model import (
     ClientClaim,
     Invocation,
@@ -253,17 +253,24 @@ class Runner:
             for index in range(1, scenario.invocations + 1):
                 rx.invocation = decoy.invocation = index
                 held = rx.saved_digest == source_digest
-                inv = self.run_invocation(
-                    scenario, p, tracer, index, evidence, source, (rx, decoy), held, labels
-                )
+                try:
+                    inv = self.run_invocation(
+                        scenario, p, tracer, index, evidence, source, (rx, decoy), held, labels
+                    )
+                except LabError as exc:
+                    if tracer is None:
+                        raise
+                    # A tracer that cannot even start (a client path it cannot take, a tool
+                    # gone missing) fails its own pass, never the run.
+                    p.error = f"{tracer.name} could not run invocation {index}: {exc}"
+                    break
                 p.invocations.append(inv)
             rx.invocation = decoy.invocation = 0
         for rec in rx.records + decoy.records:
             if rec["event"] in ("connect", "request", "answer", "decision", "payload", "preloaded"):
                 fields = {k: v for k, v in rec.items() if k not in ("ts", "clock", "source")}
-                self.event(
-                    rec["source"], "realtime (receiver thread)", rec["ts"], **labels, **fields
-                )
+                clock = f"realtime ({rec['source']} thread)"
+                self.event(rec["source"], clock, rec["ts"], **labels, **fields)
         return p
 
     def run_invocation(
@@ -288,8 +295,8 @@ class Runner:
             client_path=self.plan.client.resolve(),
             source_path=source.resolve(),
             source_size=self.plan.size,
-            receiver_port=int(addresses["receiver"].rsplit(":", 1)[1]),
-            decoy_port=int(addresses["decoy"].rsplit(":", 1)[1]),
+            receiver_port=rx.port,
+            decoy_port=decoy.port,
             invocation=index,
             log=self.log,
             timeout_s=self.plan.timeout_s,
