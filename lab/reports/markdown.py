@@ -81,9 +81,11 @@ def _pairs(rows: list[tuple[str, str]], header: tuple[str, str] = ("", "")) -> l
 
 def _heading(run: RunResult) -> list[str]:
     cal = run.calibration
-    lines = [
-        f"# Execution Evidence Lab report: run {run.run_id}",
-        "",
+    lines = [f"# Execution Evidence Lab report: run {run.run_id}", ""]
+    headline = text.evaluation_headline(run.evaluation)
+    if headline is not None:
+        lines += [f"**{headline}**", "", f"> {text.EVALUATION_EXIT_STATEMENT}", ""]
+    lines += [
         f"**Calibration: {text.calibration_statement(cal)}.**",
         "",
         text.run_status_statement(run),

@@ -306,6 +306,11 @@ def _story(run: RunResult, files: list[ArchivedFile] | None) -> list[Flowable]:
     story: list[Flowable] = [
         Paragraph("Execution Evidence Lab report", STYLES["title"]),
         _p(f"Run {run.run_id}, {run.started_at} to {run.finished_at}", "body"),
+    ]
+    headline = text.evaluation_headline(run.evaluation)
+    if headline is not None:
+        story += [_p(headline, "strong"), _p(text.EVALUATION_EXIT_STATEMENT, "box")]
+    story += [
         _p(f"Calibration: {text.calibration_statement(run.calibration)}.", "strong"),
         _p(text.run_status_statement(run), "body"),
         _p(text.EXIT_STATUS_STATEMENT, "box"),

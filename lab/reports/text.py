@@ -46,6 +46,33 @@ EXIT_STATUS_STATEMENT = (
     "clauses. Read each scenario's independent verification result below."
 )
 
+EVALUATION_EXIT_STATEMENT = (
+    "For this candidate evaluation, the exit status is 0 only if every contract clause "
+    "passed in every repetition of every condition; intermediate errors are kept as evidence "
+    "but never decide it. The seeded scenarios in this report are the instrument check that "
+    "ran first; they fail clauses on purpose."
+)
+
+
+def evaluation_headline(evaluation: Mapping[str, Any] | None) -> str | None:
+    """One line for the top of the report: the candidate's verified result, k/N per clause."""
+    if evaluation is None:
+        return None
+    status = str(evaluation.get("status", NOT_RECORDED)).upper()
+    line = f"Candidate evaluation {fmt(evaluation.get('evaluation_id'))}: {status}"
+    if evaluation.get("status_reason"):
+        line += f" — {evaluation['status_reason']}"
+    clauses = evaluation.get("clauses")
+    if isinstance(clauses, Mapping) and clauses:
+        parts = [
+            f"{c} {clauses[c].get('pass')}/{clauses[c].get('total')}"
+            for c in sorted(clauses)
+            if isinstance(clauses[c], Mapping)
+        ]
+        line += ". Passed per clause: " + ", ".join(parts)
+    return line + "."
+
+
 #: What each observer cannot see (from the first seed article and the brief).
 OBSERVER_LIMITS: dict[str, str] = {
     "client": (

@@ -177,3 +177,13 @@ def test_tables_are_well_formed(sample_run: RunResult, repeated_run: RunResult) 
                 assert len(widths) == 1, block[0]
                 assert set(block[1].replace("|", "").split()) == {"---"}
                 block = []
+
+
+def test_evaluation_result_heads_the_report(repeated_run: RunResult) -> None:
+    assert repeated_run.evaluation is not None
+    md = render_markdown(repeated_run, files=None)
+    head = md.split("## Identity of the run", 1)[0]
+    evaluation_id = repeated_run.evaluation["evaluation_id"]
+    assert f"Candidate evaluation {evaluation_id}:" in head
+    assert "Passed per clause: C1 " in head
+    assert "exit status is 0 only if every contract clause passed" in head
