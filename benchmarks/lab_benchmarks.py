@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
+import os
 import re
 import statistics
 import subprocess
@@ -137,6 +137,7 @@ def main() -> int:
     args = parser.parse_args()
     subprocess.run(["make", "-s", "-C", str(ROOT / "native")], check=True)
     started = time.time()
+    facts = check(mount=True).facts
     sha = openssl_sha256_bytes_per_s()
     with tempfile.TemporaryDirectory(prefix="lab-bench-runs-") as tmp:
         overhead = scenario_overheads(args.repeats, Path(tmp))
@@ -146,22 +147,9 @@ def main() -> int:
             row["fraction_of_sha256_speed"] = round(row["bytes_per_s"] / sha["bytes_per_s"], 4)
     report = {
         "machine": {
-            "cpu": next(
-                (
-                    ln.split(":", 1)[1].strip()
-                    for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                    if ln.startswith("model name")
-                ),
-                None,
-            ),
-            "cores": len(
-                [
-                    ln
-                    for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                    if ln.startswith("processor")
-                ]
-            ),
-            "kernel": platform.release(),
+            "cpu": facts.get("cpu_model"),
+            "cores": os.cpu_count(),
+            "kernel": facts.get("kernel_release"),
         },
         "openssl_sha256": sha,
         "overhead": overhead,

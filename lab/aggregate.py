@@ -16,13 +16,16 @@ from lab.model import CLAUSES, OUTCOMES, ScenarioResult
 RELIABILITY_MIN_N = 3
 
 
-def _spread(values: list[float]) -> dict[str, float] | None:
-    if not values:
+def spread(values: list[float | None]) -> dict[str, float] | None:
+    """Median, min and max (and how many values) of the values that were recorded."""
+    clean = [v for v in values if v is not None]
+    if not clean:
         return None
     return {
-        "median": round(statistics.median(values), 6),
-        "min": round(min(values), 6),
-        "max": round(max(values), 6),
+        "median": round(statistics.median(clean), 6),
+        "min": round(min(clean), 6),
+        "max": round(max(clean), 6),
+        "n": len(clean),
     }
 
 
@@ -73,8 +76,8 @@ def aggregate(scenarios: list[ScenarioResult]) -> list[dict[str, Any]]:
                 "no_disagreement_repetitions": matched,
                 "total": len(reps),
             },
-            "wall_s": _spread(walls),
-            "cpu_s": _spread(cpus),
+            "wall_s": spread(list(walls)),
+            "cpu_s": spread(list(cpus)),
             "failed_repetitions": [s.repetition for s in reps if s.calibration.not_met or s.error],
         }
         row["wording"] = wording(row)

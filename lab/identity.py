@@ -55,16 +55,6 @@ def git_dirty(repo: Path) -> bool | None:
     return bool((done.output or b"").strip())
 
 
-def cpu_model() -> str | None:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        return None
-    return None
-
-
 def in_lab_image() -> bool:
     """True inside the lab image (its Dockerfile sets LAB_IN_IMAGE=1 and writes a manifest).
     ``/.dockerenv`` is no evidence: some hosts are themselves containers."""
@@ -84,13 +74,15 @@ def image_identity() -> dict[str, Any] | None:
     return None
 
 
-def environment(repo: Path, client: Path, tool_versions: dict[str, str]) -> dict[str, Any]:
+def environment(repo: Path, client: Path, facts: dict[str, Any]) -> dict[str, Any]:
+    """The run's identity; ``facts`` are doctor's (CPU model, tool versions)."""
     uname = platform.uname()
+    tool_versions = {k: v for k, v in facts.get("tool_versions", {}).items() if v}
     return {
         "git_commit": git_commit(repo),
         "git_dirty": git_dirty(repo),
         "kernel": f"{uname.system} {uname.release} {uname.machine}",
-        "cpu_model": cpu_model(),
+        "cpu_model": facts.get("cpu_model"),
         "python": platform.python_version(),
         "client_sha256": sha256_file(client) if client.is_file() else None,
         "client": client.name,

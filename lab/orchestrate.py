@@ -164,14 +164,13 @@ def make_result(
         )
         for name, status in prepared.observers.items()
     }
-    tool_versions = {k: v for k, v in prepared.facts.get("tool_versions", {}).items() if v}
     result = RunResult(
         run_id=run_id,
         started_at=started,
         finished_at=now_rfc3339(),
         options={**options, "passes": prepared.passes, "lab_version": __version__},
         observers=statuses,
-        environment=identity.environment(REPO, client, tool_versions),
+        environment=identity.environment(REPO, client, prepared.facts),
         scenarios=scenario_results,
     )
     result.environment["doctor_actions"] = list(prepared.actions)

@@ -8,12 +8,12 @@ ratio. Timing is measured with no tracer attached; traced runs are for diagnosis
 
 from __future__ import annotations
 
-import statistics
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from lab import fixture, procs
+from lab.aggregate import spread
 from lab.receiver import Decoy, Receiver
 
 
@@ -42,18 +42,6 @@ def _one_round(
                 row[f"{label}_cpu"] = done.cpu_s
                 row[f"{label}_exit"] = done.exit_status
     return row
-
-
-def _spread(values: list[float]) -> dict[str, float] | None:
-    clean = [v for v in values if v is not None]
-    if not clean:
-        return None
-    return {
-        "median": round(statistics.median(clean), 6),
-        "min": round(min(clean), 6),
-        "max": round(max(clean), 6),
-        "n": len(clean),
-    }
 
 
 METRICS = ("first_backup_wall", "first_backup_cpu", "unchanged_wall", "unchanged_cpu")
@@ -91,7 +79,7 @@ def alternate(
     }
     for name, runs in rows.items():
         result["clients"][name] = {
-            metric: _spread([r[metric] for r in runs]) for metric in METRICS
+            metric: spread([r[metric] for r in runs]) for metric in METRICS
         } | {"nonzero_exits": sum(1 for r in runs for k in r if k.endswith("_exit") and r[k])}
     if "baseline" in rows and "candidate" in rows:
         ratio: dict[str, float | None] = {}
