@@ -102,10 +102,9 @@ def test_perf_attributes_the_spin_to_busy_wait(
     ("behavior", "symbol"), [("busy-spin", "busy_wait"), ("hash-storm", "hash_file")]
 )
 def test_perf_on_the_native_client(
-    perf_available: None, tmp_path: Path, behavior: str, symbol: str
+    perf_available: None, client: Path, tmp_path: Path, behavior: str, symbol: str
 ) -> None:
-    if not NATIVE_CLIENT.exists():
-        pytest.skip(f"{NATIVE_CLIENT} is not built (make -C native)")
+    assert client == NATIVE_CLIENT  # built by the session fixture (make -C native)
     source = tmp_path / "source.bin"
     source.write_bytes(bytes(range(256)) * 2048)  # 512 KiB
     # Nobody listens on the port: the client spins or hashes, then fails to connect.

@@ -27,10 +27,9 @@ from lab.collectors.bpftrace import (
     template_uprobes,
 )
 from lab.errors import CollectorError
-from lab.procs import CommandLog, Completed
 from tests.conftest import require
+from tests.unit.collectors.helpers import SIZE, completed, make_ctx
 
-SIZE = 200000
 NATIVE_SIZE = 524288
 TEMPLATE = DEFAULT_SCRIPT.read_text()
 
@@ -198,45 +197,15 @@ def test_command_words_with_spaces_are_refused() -> None:
     check_command_word("--receiver=127.0.0.1:5", "the client argument")
 
 
-def make_ctx(tmp_path: Path, client: Path) -> InvocationContext:
-    out = tmp_path / "run" / "inv1"
-    out.mkdir(parents=True)
-    return InvocationContext(
-        run_dir=tmp_path / "run",
-        out_dir=out,
-        client_path=client,
-        source_path=tmp_path / "source.bin",
-        source_size=SIZE,
-        receiver_port=1,
-        decoy_port=2,
-        invocation=1,
-        log=CommandLog(tmp_path / "run" / "commands.jsonl", root=tmp_path / "run"),
-        timeout_s=5,
-    )
-
-
-def completed(status: int | None = 0, **kw: Any) -> Completed:
-    return Completed(
-        argv=["bpftrace"],
-        purpose="t",
-        exit_status=status,
-        duration_s=0.1,
-        stdout_path=None,
-        stderr_path=kw.pop("stderr_path", None),
-        started_at=0.0,
-        **kw,
-    )
-
-
 def place(assets: Path, ctx: InvocationContext, name: str) -> None:
     shutil.copyfile(assets / "bpftrace" / f"{name}.txt", ctx.out_dir / "bpftrace.txt")
     shutil.copyfile(assets / "bpftrace" / f"{name}.bt", ctx.out_dir / "bpftrace.bt")
 
 
 def test_collect_reports_the_clients_exit_status(assets: Path, tmp_path: Path) -> None:
-    ctx = make_ctx(tmp_path, Path("/usr/bin/true"))
+    ctx = make_ctx(tmp_path, client=Path("/usr/bin/true"))
     place(assets, ctx, "program")
-    out = BpftraceCollector().collect(ctx, completed(0))
+    out = BpftraceCollector().collect(ctx, completed("bpftrace", 0))
     assert out.error is None and out.summary is not None
     assert out.client_exit_status == 3
     assert out.summary["hash_calls"] == 1
@@ -245,11 +214,11 @@ def test_collect_reports_the_clients_exit_status(assets: Path, tmp_path: Path) -
 
 
 def test_collect_start_failure_quotes_bpftrace(assets: Path, tmp_path: Path) -> None:
-    ctx = make_ctx(tmp_path, Path("/usr/bin/true"))
+    ctx = make_ctx(tmp_path, client=Path("/usr/bin/true"))
     place(assets, ctx, "true")
     shutil.copyfile(assets / "bpftrace" / "start_failure.txt", ctx.out_dir / "bpftrace.txt")
     err = assets / "bpftrace" / "start_failure.stderr"
-    out = BpftraceCollector().collect(ctx, completed(1, stderr_path=str(err)))
+    out = BpftraceCollector().collect(ctx, completed("bpftrace", 1, stderr_path=str(err)))
     assert out.summary is None
     assert out.error is not None
     assert out.error.startswith("bpftrace exited with status 1")
@@ -268,24 +237,24 @@ def test_collect_start_failure_quotes_bpftrace(assets: Path, tmp_path: Path) -> 
 def test_collect_refuses_incomplete_traces(
     assets: Path, tmp_path: Path, name: str, kw: dict[str, Any], words: str
 ) -> None:
-    ctx = make_ctx(tmp_path, Path("/usr/bin/sleep"))
+    ctx = make_ctx(tmp_path, client=Path("/usr/bin/sleep"))
     shutil.copyfile(assets / "bpftrace" / f"{name}.txt", ctx.out_dir / "bpftrace.txt")
     shutil.copyfile(assets / "bpftrace" / "true.bt", ctx.out_dir / "bpftrace.bt")
-    out = BpftraceCollector().collect(ctx, completed(kw.pop("status"), **kw))
+    out = BpftraceCollector().collect(ctx, completed("bpftrace", kw.pop("status"), **kw))
     assert out.summary is None
     assert out.error is not None and words in out.error
 
 
 def test_collect_without_script(tmp_path: Path) -> None:
-    ctx = make_ctx(tmp_path, Path("/usr/bin/true"))
-    out = BpftraceCollector().collect(ctx, completed(0))
+    ctx = make_ctx(tmp_path, client=Path("/usr/bin/true"))
+    out = BpftraceCollector().collect(ctx, completed("bpftrace", 0))
     assert out.summary is None and out.error is not None and "bpftrace.bt" in out.error
 
 
 def test_wrap_renders_the_script_for_the_binary(tmp_path: Path) -> None:
     require("nm", procs.which("nm") is not None, "binutils is not installed")
     true = Path(procs.which("true") or "/bin/true").resolve()
-    ctx = make_ctx(tmp_path, true)
+    ctx = make_ctx(tmp_path, client=true)
     argv = BpftraceCollector().wrap([str(true), "--x", "1"], ctx)
     out = ctx.out_dir / "bpftrace.txt"
     script = ctx.out_dir / "bpftrace.bt"
@@ -297,7 +266,7 @@ def test_wrap_renders_the_script_for_the_binary(tmp_path: Path) -> None:
 
 
 def test_wrap_refuses_arguments_bpftrace_would_split(tmp_path: Path) -> None:
-    ctx = make_ctx(tmp_path, Path("/usr/bin/true"))
+    ctx = make_ctx(tmp_path, client=Path("/usr/bin/true"))
     with pytest.raises(CollectorError, match="whitespace"):
         BpftraceCollector().wrap(["/usr/bin/true", "--source", "/tmp/a b"], ctx)
 
@@ -352,7 +321,8 @@ def test_probe_requires_privilege(monkeypatch: pytest.MonkeyPatch) -> None:
     "name", ["program", "program_no_hash_file", "true", "native_hash_storm_second"]
 )
 def test_summaries_match_the_results_schema(repo_root: Path, assets: Path, name: str) -> None:
-    jsonschema = pytest.importorskip("jsonschema")
+    import jsonschema
+
     schema = json.loads((repo_root / "lab" / "schemas" / "results.schema.json").read_text())
     invocation = schema["properties"]["scenarios"]["items"]["properties"]["invocations"]
     observed = invocation["items"]["properties"]["observed"]["properties"]["bpftrace"]

@@ -219,9 +219,10 @@ def test_probe_names_the_package_when_perf_is_missing(
 def test_wrap_runs_the_client_under_perf_record(tmp_path: Path) -> None:
     from lab.collectors.base import InvocationContext
     from lab.procs import CommandLog
+    from tests.conftest import require
 
-    if __import__("shutil").which("perf") is None:
-        pytest.skip("perf not installed; wrap() resolves its path")
+    perf = __import__("shutil").which("perf")
+    require("perf", perf is not None, "perf is not installed (wrap() resolves its path)")
     ctx = InvocationContext(
         run_dir=tmp_path,
         out_dir=tmp_path,

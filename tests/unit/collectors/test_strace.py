@@ -12,7 +12,6 @@ import pytest
 
 from lab import procs
 from lab.collectors import strace
-from lab.collectors.base import InvocationContext
 from lab.collectors.strace import (
     StraceCollector,
     descriptor,
@@ -23,9 +22,8 @@ from lab.collectors.strace import (
     split_args,
     unescape,
 )
-from lab.procs import CommandLog, Completed
+from tests.unit.collectors.helpers import SIZE, completed, make_ctx
 
-SIZE = 200000  # the small fixture source (capture.py)
 NATIVE_SIZE = 524288
 
 
@@ -184,36 +182,6 @@ def test_padded_results_and_sendfile() -> None:
     assert s.syscalls == 4 and s.exit_status == 0 and s.complete
 
 
-def make_ctx(tmp_path: Path, source: str = "/tmp/lab-fixture/source >1.bin") -> InvocationContext:
-    out = tmp_path / "run" / "inv1"
-    out.mkdir(parents=True)
-    return InvocationContext(
-        run_dir=tmp_path / "run",
-        out_dir=out,
-        client_path=Path("/usr/bin/true"),
-        source_path=Path(source),
-        source_size=SIZE,
-        receiver_port=1,
-        decoy_port=2,
-        invocation=1,
-        log=CommandLog(tmp_path / "run" / "commands.jsonl", root=tmp_path / "run"),
-        timeout_s=5,
-    )
-
-
-def completed(status: int | None = 0, **kw: Any) -> Completed:
-    return Completed(
-        argv=["strace"],
-        purpose="t",
-        exit_status=status,
-        duration_s=0.1,
-        stdout_path=None,
-        stderr_path=kw.pop("stderr_path", None),
-        started_at=0.0,
-        **kw,
-    )
-
-
 def test_wrap_keeps_the_client_command_last(tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path)
     argv = StraceCollector().wrap(["/bin/client", "--source", "a b"], ctx)
@@ -233,7 +201,7 @@ def test_wrap_keeps_the_client_command_last(tmp_path: Path) -> None:
 def test_collect_parses_and_keeps_the_trace(assets: Path, tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path)
     shutil.copyfile(assets / "strace" / "python_client.txt", ctx.out_dir / "strace.txt")
-    out = StraceCollector().collect(ctx, completed(0))
+    out = StraceCollector().collect(ctx, completed("strace", 0))
     assert out.error is None
     assert out.artifacts == ["inv1/strace.txt"]
     assert out.summary is not None
@@ -252,7 +220,7 @@ def test_collect_parses_and_keeps_the_trace(assets: Path, tmp_path: Path) -> Non
 def test_collect_reports_truncation(assets: Path, tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path)
     shutil.copyfile(assets / "strace" / "truncated.txt", ctx.out_dir / "strace.txt")
-    out = StraceCollector().collect(ctx, completed(None, killed_by_signal=9))
+    out = StraceCollector().collect(ctx, completed("strace", None, killed_by_signal=9))
     assert out.summary is None
     assert out.error is not None and "truncated" in out.error
     assert out.artifacts == ["inv1/strace.txt"]
@@ -261,7 +229,7 @@ def test_collect_reports_truncation(assets: Path, tmp_path: Path) -> None:
 def test_collect_reports_timeout(assets: Path, tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path)
     shutil.copyfile(assets / "strace" / "python_client.txt", ctx.out_dir / "strace.txt")
-    out = StraceCollector().collect(ctx, completed(None, timed_out=True))
+    out = StraceCollector().collect(ctx, completed("strace", None, timed_out=True))
     assert out.summary is None
     assert out.error is not None and "did not finish within 5 s" in out.error
 
@@ -272,7 +240,7 @@ def test_collect_without_a_trace_quotes_stderr(tmp_path: Path) -> None:
     err.write_text(
         "strace: test_ptrace_get_syscall_info: PTRACE_TRACEME: Operation not permitted\n"
     )
-    out = StraceCollector().collect(ctx, completed(1, stderr_path=str(err)))
+    out = StraceCollector().collect(ctx, completed("strace", 1, stderr_path=str(err)))
     assert out.summary is None and out.artifacts == []
     assert out.error is not None and "Operation not permitted" in out.error
 
@@ -301,7 +269,8 @@ def test_probe_refuses_when_yama_forbids_ptrace(
 def test_summaries_match_the_results_schema(
     repo_root: Path, assets: Path, fixtures: dict[str, Any], name: str
 ) -> None:
-    jsonschema = pytest.importorskip("jsonschema")
+    import jsonschema
+
     schema = json.loads((repo_root / "lab" / "schemas" / "results.schema.json").read_text())
     invocation = schema["properties"]["scenarios"]["items"]["properties"]["invocations"]
     observed = invocation["items"]["properties"]["observed"]["properties"]["strace"]
