@@ -10,7 +10,7 @@ connection, request, answer, decision and consumed payload byte is recorded as a
         as receiver:
         receiver.invocation = 1
         ...  # run the client against receiver.address
-    summary = summarize(receiver.records, invocation=1, source_digest=digest)
+    summary = summarize(receiver.records, invocation=1, held_at_start=False)
 
 Both endpoints run on their own asyncio loop in a background thread, so the runner stays
 synchronous and the client is the only process being traced.
@@ -436,7 +436,7 @@ def _commit_file(tmp: Path, store_dir: Path, digest: str) -> None:
 
 
 def summarize(
-    records: list[dict[str, Any]], *, invocation: int, source_digest: str, held_at_start: bool
+    records: list[dict[str, Any]], *, invocation: int, held_at_start: bool
 ) -> ReceiverSummary:
     rows = [r for r in records if r.get("invocation") == invocation]
     decisions = [str(r["decision"]) for r in rows if r["event"] == "decision"]

@@ -376,9 +376,7 @@ class Runner:
             index=index,
             claim=claim,
             verifier=check,
-            receiver=receiver.summarize(
-                rx.records, invocation=index, source_digest=check.source_sha256, held_at_start=held
-            ),
+            receiver=receiver.summarize(rx.records, invocation=index, held_at_start=held),
             decoy=receiver.summarize_decoy(decoy.records, invocation=index),
         )
         inv.artifacts["client"] = [

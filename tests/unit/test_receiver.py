@@ -51,7 +51,7 @@ def test_have_then_put_then_have(rx: Receiver) -> None:
     assert (rx.store_dir / BACKUP_NAME).read_bytes() == PAYLOAD
     assert talk(rx.address, f"HAVE {DIGEST} {len(PAYLOAD)}\n".encode()) == b"YES\n"
     rx.wait_idle()
-    s = summarize(rx.records, invocation=1, source_digest=DIGEST, held_at_start=False)
+    s = summarize(rx.records, invocation=1, held_at_start=False)
     assert (s.connections, s.payload_bytes_consumed, s.upload_attempts) == (3, len(PAYLOAD), 1)
     assert s.committed and s.have_answers == ["NO", "YES"] and s.decisions == ["committed"]
 
@@ -66,7 +66,7 @@ def test_digest_mismatch_is_rejected_before_commit(rx: Receiver) -> None:
     assert (rx.store_dir / BACKUP_NAME).read_bytes() == older
     assert sorted(p.name for p in rx.store_dir.iterdir()) == ["backup.bin", "backup.sha256"]
     rx.wait_idle()
-    s = summarize(rx.records, invocation=1, source_digest=DIGEST, held_at_start=False)
+    s = summarize(rx.records, invocation=1, held_at_start=False)
     assert s.rejected_uploads == 1 and not s.committed
 
 
@@ -92,7 +92,7 @@ def test_injected_fault_drops_after_exact_bytes(tmp_path: Path) -> None:
         assert first == b""  # dropped, no answer
         assert put(rx) == b"OK\n"
         rx.wait_idle()
-        s = summarize(rx.records, invocation=1, source_digest=DIGEST, held_at_start=False)
+        s = summarize(rx.records, invocation=1, held_at_start=False)
     assert s.payload_bytes_consumed == 65536 + len(PAYLOAD)
     assert s.decisions == ["dropped-by-fault", "committed"] and s.dropped_transfers == 1
 
