@@ -288,7 +288,18 @@ def bootstrap_base(
     suite: str = SUITE,
     today: str | None = None,
 ) -> BaseImage:
-    """``debootstrap --variant=minbase`` a root filesystem and import it as a local image."""
+    """``debootstrap --variant=minbase`` a root filesystem and import it as a local image.
+
+    As root on Debian, a missing debootstrap is installed first (the README's one-line
+    set-up); elsewhere its absence is one sentence naming the package."""
+    if (
+        procs.which("debootstrap") is None
+        and os.geteuid() == 0
+        and Path("/etc/debian_version").exists()
+    ):
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        for argv in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "debootstrap"]):
+            procs.run(argv, purpose="install debootstrap", log=log, env=env, timeout=1200)
     procs.require_tool("debootstrap")
     stamp = today or time.strftime("%Y%m%d", time.gmtime())
     rootfs = workdir / f"{suite}-{stamp}"
