@@ -121,37 +121,35 @@ def prepare(kind: str, given: Path, workspace: Path, log: procs.CommandLog) -> C
         REPO / "native", workspace / "native", ignore=shutil.ignore_patterns("*.o", "backup-client")
     )
     candidate = Candidate(kind, given, workspace / "native", sha256_file(given))
-    strip = _patch_strip(given)
+    inside_native = _patch_is_native_relative(given)
     done = procs.run(
-        ["patch", "--batch", "--forward", f"-p{strip}", "-i", str(given.resolve())],
+        ["patch", "--batch", "--forward", "-p1", "-i", str(given.resolve())],
         purpose="apply the candidate patch to a copy of native/",
         log=log,
         tool="patch",
-        cwd=workspace / "native" if strip == 2 else workspace,
+        cwd=workspace / "native" if inside_native else workspace,
         stdout=workspace / "patch.log",
         stderr=workspace / "patch.err",
         timeout=60,
         accept=None,
     )
-    candidate.build = {"patch_exit_status": done.exit_status, "patch_strip": strip}
+    candidate.build = {
+        "patch_exit_status": done.exit_status,
+        "patch_applied_in": "native/" if inside_native else "repository root",
+    }
     if done.exit_status != 0:
         candidate.build["status"] = "patch-failed"
     return candidate
 
 
-def _patch_strip(patch: Path) -> int:
-    """1 for a repository-relative patch (``a/native/main.c``, as ``git diff`` writes it,
-    applied in the workspace root); 2 for a patch made inside ``native/`` (``a/main.c``,
-    applied in the workspace's ``native/``)."""
-    text = patch.read_text(errors="replace")
-    for line in text.splitlines():
+def _patch_is_native_relative(patch: Path) -> bool:
+    """False for a repository-relative patch (``a/native/main.c``, as ``git diff`` writes
+    it); True for one made inside ``native/`` (``a/main.c``). Both apply with -p1."""
+    for line in patch.read_text(errors="replace").splitlines():
         if line.startswith("+++ ") and "/dev/null" not in line:
-            target = line[4:].split("\t")[0].strip()
-            parts = target.split("/")
-            if "native" in parts[:2]:
-                return 1
-            return 2
-    return 1
+            parts = line[4:].split("\t")[0].strip().split("/")
+            return "native" not in parts[:2]
+    return False
 
 
 def build(candidate: Candidate, log: procs.CommandLog, logs_dir: Path) -> None:

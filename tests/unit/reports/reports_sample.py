@@ -810,7 +810,7 @@ def build_repeated_run() -> RunResult:
             "build": {
                 "status": "built",
                 "patch_exit_status": 0,
-                "patch_strip": 1,
+                "patch_applied_in": "repository root",
                 "exit_status": 0,
                 "timed_out": False,
                 "duration_s": 2.41,
