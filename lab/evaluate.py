@@ -286,6 +286,9 @@ def main(args: argparse.Namespace, console: Console) -> int:
         "build_timeout_s": BUILD_TIMEOUT_S,
         "timing_runs": args.timing_runs,
     }
+    given: Path = args.patch or args.source_dir or args.binary
+    if not given.exists():
+        raise UsageError(f"{given}: no such file or directory; give the candidate's path.")
     frozen = freeze(conditions, size=args.size, repetitions=args.repetitions, limits=limits)
     prepared: Setup = setup(args.collector, args.packets, archive=True, say=say)
 
@@ -300,7 +303,6 @@ def main(args: argparse.Namespace, console: Console) -> int:
     started_epoch = time.time()
     log = procs.CommandLog(run_dir / "commands.jsonl", root=run_dir)
     kind = "patch" if args.patch else "source-dir" if args.source_dir else "binary"
-    given: Path = args.patch or args.source_dir or args.binary
     cand_dir = run_dir / "candidate"
     cand_dir.mkdir()
     if kind == "patch":
@@ -428,14 +430,15 @@ def _judge(
     evaluation["client_contract"] = client_contract(results)
     evaluation["diagnostics"] = diagnostics(results, args.size)
     say(f"Untraced timing: {args.timing_runs} rounds, candidate and baseline alternated…")
-    evaluation["timing"] = timing.alternate(
-        {"baseline": seeded, "candidate": binary},
-        rounds=args.timing_runs,
-        size=args.size,
-        workdir=Path(tempfile.mkdtemp(prefix="lab-timing-")),
-        log=procs.CommandLog(run_dir / "commands.jsonl", root=run_dir),
-        timeout=args.timeout,
-    )
+    with tempfile.TemporaryDirectory(prefix="lab-timing-") as scratch:
+        evaluation["timing"] = timing.alternate(
+            {"baseline": seeded, "candidate": binary},
+            rounds=args.timing_runs,
+            size=args.size,
+            workdir=Path(scratch),
+            log=procs.CommandLog(run_dir / "commands.jsonl", root=run_dir),
+            timeout=args.timeout,
+        )
     passed = _all_passed(results)
     if not passed:
         failed = sorted(
