@@ -12,8 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import socket
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +21,7 @@ from lab import procs
 from lab.collectors.base import CollectorOutput, InvocationContext, ProcessCollector
 from lab.collectors.bpftrace import BpftraceCollector
 from lab.collectors.strace import StraceCollector
+from lab.receiver import Receiver
 from tests.conftest import ASSETS, require
 
 pytestmark = pytest.mark.integration
@@ -32,55 +31,11 @@ NATIVE_SIZE = 524_288  # the brief's default source size
 HAVE_LINE = len("HAVE ") + 64 + 1  # plus the size digits and "\n"
 
 
-class Receiver:
-    """Wire protocol v1 on 127.0.0.1, one request per connection; records connections."""
-
-    def __init__(self) -> None:
-        self.held: set[str] = set()
-        self.connections = 0
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen()
-        self.port = int(self.sock.getsockname()[1])
-        self.thread = threading.Thread(target=self.serve, daemon=True)
-        self.thread.start()
-
-    def serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.connections += 1
-            with conn:
-                self.answer(conn)
-
-    def answer(self, conn: socket.socket) -> None:
-        f = conn.makefile("rb")
-        words = f.readline().decode("ascii", "replace").split()
-        if len(words) == 3 and words[0] == "HAVE":
-            conn.sendall(b"YES\n" if words[1] in self.held else b"NO\n")
-        elif len(words) == 3 and words[0] == "PUT":
-            payload = f.read(int(words[2]))
-            if hashlib.sha256(payload).hexdigest() == words[1]:
-                self.held.add(words[1])
-                conn.sendall(b"OK\n")
-            else:
-                conn.sendall(b"ERR digest-mismatch payload does not match\n")
-        else:
-            conn.sendall(b"ERR bad-request unknown request\n")
-
-    def close(self) -> None:
-        self.sock.close()
-
-
 @pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    rx = Receiver()
-    try:
+def receiver(tmp_path: Path) -> Iterator[Receiver]:
+    """The lab's own receiver (wire protocol v1), in a temporary store."""
+    with Receiver.serving(tmp_path / "store", tmp_path / "receiver.jsonl") as rx:
         yield rx
-    finally:
-        rx.close()
 
 
 @pytest.fixture(scope="module")
