@@ -7,7 +7,7 @@
     invoke keys.generate --out keys
     invoke image.lock              # re-pin the Debian packages and Python wheels
 
-Tasks hold no logic of their own: the container work is ``lab.container`` and everything else
+Tasks hold no logic of their own: the container work is ``lab.container.engine`` and everything else
 is ``python -m lab``. Tasks that build or run the image need Docker (and root, or membership
 of the docker group).
 """
@@ -27,7 +27,8 @@ from invoke.tasks import task
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from lab import container, debootstrap  # noqa: E402
+from lab.container import base as debootstrap  # noqa: E402
+from lab.container import engine as container  # noqa: E402
 from lab.errors import LabError  # noqa: E402
 
 HELP_RUN = {

@@ -31,10 +31,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lab import procs, timing  # noqa: E402
-from lab.doctor import check  # noqa: E402
+from lab.evaluate import timing  # noqa: E402
+from lab.host import procs  # noqa: E402
+from lab.host.doctor import check  # noqa: E402
 from lab.model import PROCESS_COLLECTORS  # noqa: E402
-from lab.orchestrate import RunRequest, execute  # noqa: E402
+from lab.run.orchestrate import RunRequest, execute  # noqa: E402
 
 CLIENT = ROOT / "native" / "backup-client"
 SIZES = {"512 KiB": 512 * 1024, "8 MiB": 8 * 1024 * 1024, "64 MiB": 64 * 1024 * 1024}

@@ -18,7 +18,7 @@ from rich.console import Console
 
 from lab import __version__
 from lab.errors import LabError
-from lab.orchestrate import COLLECTOR_CHOICES, PACKET_CHOICES, RunRequest, execute
+from lab.run.orchestrate import COLLECTOR_CHOICES, PACKET_CHOICES, RunRequest, execute
 
 
 def _size(text: str) -> int:
@@ -129,7 +129,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
 
 
 def print_archive(info: object, console: Console) -> None:
-    from lab.archive import ArchiveInfo
+    from lab.evidence.archive import ArchiveInfo
 
     assert isinstance(info, ArchiveInfo)
     rel = _rel(info.path)
@@ -173,7 +173,7 @@ def _rel(path: Path) -> str:
 
 
 def cmd_doctor(args: argparse.Namespace, console: Console) -> int:
-    from lab import doctor
+    from lab.host import doctor
 
     found = doctor.check(mount=not args.no_mount)
     if args.json:
@@ -184,7 +184,7 @@ def cmd_doctor(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_verify(args: argparse.Namespace, console: Console) -> int:
-    from lab import verify
+    from lab.evidence import verify
 
     if args.selftest:
         return verify.selftest_main(args.archive, args.pubkey, console)
@@ -192,7 +192,7 @@ def cmd_verify(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_keys(args: argparse.Namespace, console: Console) -> int:
-    from lab.keys import generate_keypair
+    from lab.evidence.keys import generate_keypair
 
     paths = generate_keypair(args.out, force=args.force)
     console.print(f"Private key: {paths.secret} (mode 0600; keep it out of run directories)")
@@ -202,7 +202,7 @@ def cmd_keys(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace, console: Console) -> int:
-    from lab import evaluate
+    from lab.evaluate import judge as evaluate
 
     return evaluate.main(args, console)
 

@@ -1,6 +1,6 @@
 """The results model: what a run observed and how it was judged. No I/O lives here.
 
-Collectors, the receiver and the verifier *produce* these records; ``lab.contract`` *judges*
+Collectors, the receiver and the verifier *produce* these records; ``lab.judge.contract`` *judges*
 them; presenters (``lab.reports``) *draw* them. ``RunResult.to_dict()`` is exactly what goes
 into ``results.json`` (``lab/schemas/results.schema.json``).
 
@@ -244,7 +244,7 @@ class Pass:
     #: verifier check of the pre-loaded older backup, if the scenario had one
     preload_sha256: str | None = None
     error: str | None = None
-    #: the source fixture: regenerate with lab.fixture.source_bytes(seed, size)
+    #: the source fixture: regenerate with lab.run.fixture.source_bytes(seed, size)
     source_seed: str | None = None
     source_sha256: str | None = None
     source_size: int | None = None
@@ -475,9 +475,9 @@ class RunResult:
     observers: dict[str, ObserverStatus]
     environment: dict[str, Any]
     scenarios: list[ScenarioResult] = field(default_factory=list)
-    #: clause-level and timing aggregates over repetitions (``lab.aggregate``)
+    #: clause-level and timing aggregates over repetitions (``lab.judge.aggregate``)
     aggregate: list[dict[str, Any]] = field(default_factory=list)
-    #: set by candidate evaluation (``lab.evaluate``)
+    #: set by candidate evaluation (``lab.evaluate.judge``)
     evaluation: dict[str, Any] | None = None
     #: signing identity, filled when the archive is written
     signing: dict[str, Any] = field(default_factory=dict)

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from lab.host.procs import CommandLog, Completed
 from lab.model import ObserverStatus
-from lab.procs import CommandLog, Completed
 
 
 @dataclass

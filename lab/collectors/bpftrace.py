@@ -12,7 +12,7 @@ client's comes from the ``exit_group`` line the script prints.
     collector = BpftraceCollector()
     status = BpftraceCollector.probe()       # root, BTF, tracefs, uprobes, a real attach
     argv = collector.wrap(["/abs/backup-client", "--source", src, "--receiver", rx], ctx)
-    done = lab.procs.run(argv, purpose="client", log=ctx.log, accept=None, ...)
+    done = lab.host.procs.run(argv, purpose="client", log=ctx.log, accept=None, ...)
     out = collector.collect(ctx, done)       # out.summary["hash_calls"], out.client_exit_status
 
     parsed = parse_bpftrace(Path("bpftrace.txt").read_text())
@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from lab import procs
 from lab.collectors.base import CollectorOutput, InvocationContext, ProcessCollector
 from lab.errors import CollectorError
+from lab.host import procs
+from lab.host.procs import Completed
 from lab.model import ObserverStatus
-from lab.procs import Completed
 
 PROBES_DIR = Path(__file__).resolve().parents[2] / "probes"
 DEFAULT_SCRIPT = PROBES_DIR / "client.bt"

@@ -33,8 +33,8 @@ import dpkt
 
 from lab.collectors.base import CollectorOutput, InvocationContext
 from lab.errors import CollectorError, LabError, ToolMissingError
+from lab.host.procs import Background, Completed, require_tool
 from lab.model import ObserverStatus
-from lab.procs import Background, Completed, require_tool
 
 PCAP_FILE = "capture.pcap"
 STDERR_FILE = "tcpdump.stderr.txt"

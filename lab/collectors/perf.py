@@ -9,7 +9,7 @@ function (``hash_file``) whose inclusive weight we want.
     collector = PerfCollector()
     status = PerfCollector.probe()              # ObserverStatus
     argv = collector.wrap(client_argv, ctx)     # perf record ... -- CLIENT ...
-    completed = lab.procs.run(argv, ...)        # perf passes the client's exit status through
+    completed = lab.host.procs.run(argv, ...)        # perf passes the client's exit status through
     out = collector.collect(ctx, completed)     # perf report / --stats / annotate, parsed
     out.summary["top_client_symbol"]            # e.g. "busy_wait"
 
@@ -29,8 +29,8 @@ from typing import Any, ClassVar
 
 from lab.collectors.base import CollectorOutput, InvocationContext, ProcessCollector
 from lab.errors import ToolMissingError
+from lab.host.procs import Completed, require_tool, run
 from lab.model import ObserverStatus
-from lab.procs import Completed, require_tool, run
 
 #: where the kernel exposes the AMD IBS op PMU (perf-amd-ibs(1))
 IBS_OP_DEVICE = Path("/sys/bus/event_source/devices/ibs_op")
@@ -357,7 +357,7 @@ def read_paranoid(path: Path = PARANOID_PATH) -> int | None:
 
 
 def _privileged() -> bool:
-    from lab.doctor import effective_capabilities  # doctor imports collectors lazily
+    from lab.host.doctor import effective_capabilities  # doctor imports collectors lazily
 
     caps = effective_capabilities()
     return os.geteuid() == 0 or "CAP_PERFMON" in caps or "CAP_SYS_ADMIN" in caps

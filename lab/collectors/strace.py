@@ -10,7 +10,7 @@ its fatal signal) through, so the wrapped command's status is the client's.
     collector = StraceCollector()
     status = StraceCollector.probe()          # ObserverStatus(available=True, ...)
     argv = collector.wrap(["/abs/backup-client", "--source", src, "--receiver", rx], ctx)
-    done = lab.procs.run(argv, purpose="client", log=ctx.log, accept=None, ...)
+    done = lab.host.procs.run(argv, purpose="client", log=ctx.log, accept=None, ...)
     out = collector.collect(ctx, done)        # out.summary["source_bytes_read"] ...
 
     summary = parse_strace(Path("strace.txt").read_text(), "/run/x/source.bin")
@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from lab import procs
 from lab.collectors.base import CollectorOutput, InvocationContext, ProcessCollector
+from lab.host import procs
+from lab.host.procs import Completed
 from lab.model import ObserverStatus
-from lab.procs import Completed
 
 TRACE_NAME = "strace.txt"
 #: ``-s``: bytes of each string argument strace prints (payload stays out of the trace)

@@ -750,7 +750,7 @@ def _spread(stats: Any) -> str:
 
 
 def aggregate_table(run: RunResult) -> Table:
-    """One row per scenario from ``run.aggregate`` (``lab.aggregate``): k/N per clause and
+    """One row per scenario from ``run.aggregate`` (``lab.judge.aggregate``): k/N per clause and
     the aggregate's own capability/reliability wording."""
     rows = []
     for agg in run.aggregate:
@@ -839,7 +839,7 @@ def repeated_names(run: RunResult) -> list[str]:
 
 # --------------------------------------------------------------------------- evaluation
 
-#: Keys of ``run.evaluation`` (``lab.evaluate``) this report draws in dedicated tables;
+#: Keys of ``run.evaluation`` (``lab.evaluate.judge``) this report draws in dedicated tables;
 #: anything else is listed under "other recorded fields" so nothing recorded is hidden.
 EVALUATION_KEYS = frozenset(
     {
@@ -859,7 +859,7 @@ EVALUATION_KEYS = frozenset(
         "limits",
     }
 )
-#: untraced timing metrics of ``lab.timing.alternate``, in report order
+#: untraced timing metrics of ``lab.evaluate.timing.alternate``, in report order
 TIMING_METRICS: tuple[tuple[str, str], ...] = (
     ("first_backup_wall", "first backup, wall"),
     ("first_backup_cpu", "first backup, CPU"),

@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from lab import container, procs
+from lab.container import engine as container
 from lab.errors import ContainerError
+from lab.host import procs
 from tests.conftest import ROOT, require
 
 UPROBE = (

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from lab.doctor import check
+from lab.evidence.verify import verify_archive
+from lab.host.doctor import check
 from lab.model import CLAUSES, PROCESS_COLLECTORS, RunResult
-from lab.orchestrate import RunOutcome, RunRequest, execute
-from lab.verify import verify_archive
+from lab.run.orchestrate import RunOutcome, RunRequest, execute
 from tests.conftest import require
 
 

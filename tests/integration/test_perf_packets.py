@@ -14,7 +14,7 @@ import pytest
 from lab.collectors.base import InvocationContext
 from lab.collectors.packets import PacketCapture
 from lab.collectors.perf import PerfCollector
-from lab.procs import CommandLog, run
+from lab.host.procs import CommandLog, run
 from tests.conftest import require
 
 pytestmark = pytest.mark.integration

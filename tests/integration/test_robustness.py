@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from lab.collectors.bpftrace import BpftraceCollector
-from lab.orchestrate import RunRequest, execute
+from lab.run.orchestrate import RunRequest, execute
 from tests.conftest import ROOT, require
 
 

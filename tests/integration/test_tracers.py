@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from lab import procs
 from lab.collectors.base import CollectorOutput, InvocationContext, ProcessCollector
 from lab.collectors.bpftrace import BpftraceCollector
 from lab.collectors.strace import StraceCollector
-from lab.receiver import Receiver
+from lab.host import procs
+from lab.run.receiver import Receiver
 from tests.conftest import ASSETS, require
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from lab.orchestrate import RunRequest, execute
+from lab.run.orchestrate import RunRequest, execute
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lab.aggregate import aggregate, wording
+from lab.judge.aggregate import aggregate, wording
 from lab.model import Finding, ScenarioResult, Verdict
 
 

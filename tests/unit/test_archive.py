@@ -15,7 +15,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from lab.archive import (
+from lab.errors import ArchiveError
+from lab.evidence.archive import (
     CHECKSUMS,
     CHECKSUMS_SIG,
     PROVENANCE,
@@ -28,10 +29,9 @@ from lab.archive import (
     render_checksums,
     write_archive,
 )
-from lab.errors import ArchiveError
-from lab.keys import generate_keypair
-from lab.provenance import ProvenanceInputs, open_envelope
-from lab.signing import Signer
+from lab.evidence.keys import generate_keypair
+from lab.evidence.provenance import ProvenanceInputs, open_envelope
+from lab.evidence.signing import Signer
 from tests.conftest import require
 
 EPOCH = 1_764_432_000  # 2025-11-29T16:00:00Z

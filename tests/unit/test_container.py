@@ -1,4 +1,4 @@
-"""lab.container and lab.debootstrap: the pure parts (argv, parsing, decisions).
+"""lab.container and lab.container.base: the pure parts (argv, parsing, decisions).
 
 Real builds and container runs are in tests/integration/test_image.py.
 """
@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from lab import container, debootstrap, procs
+from lab.container import base as debootstrap
+from lab.container import engine as container
 from lab.errors import ContainerError
+from lab.host import procs
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets" / "container"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lab import contract
+from lab.judge import contract
 from lab.model import (
     ClientClaim,
     DecoySummary,

@@ -1,4 +1,4 @@
-"""lab.doctor: capability decoding, mount decisions, reasons, presenters."""
+"""lab.host.doctor: capability decoding, mount decisions, reasons, presenters."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from lab import doctor
-from lab.doctor import (
+from lab.host import doctor
+from lab.host.doctor import (
     CAPABILITY_NAMES,
     DEBUGFS,
     TRACEFS,
@@ -153,7 +153,7 @@ def test_raising_probe_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
             raise RuntimeError("boom")
 
     monkeypatch.setattr(doctor, "Broken", Broken, raising=False)
-    monkeypatch.setitem(doctor._COLLECTOR_CLASSES, "perf", ("lab.doctor", "Broken"))
+    monkeypatch.setitem(doctor._COLLECTOR_CLASSES, "perf", ("lab.host.doctor", "Broken"))
     status = probe_collector("perf")
     assert status.reason == "the perf collector's probe failed (RuntimeError: boom)"
 

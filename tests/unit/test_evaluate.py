@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from lab import evaluate, scenario
 from lab.errors import UsageError
-from lab.procs import CommandLog
+from lab.evaluate import judge as evaluate
+from lab.host.procs import CommandLog
+from lab.run import scenario
 from tests.conftest import ASSETS, ROOT, require
 
 PATCH = ASSETS / "candidates" / "gives-up-on-drop.patch"
@@ -61,7 +62,7 @@ def test_evaluation_id_depends_on_what_defines_passing() -> None:
     a = evaluate.freeze(conditions, size=524_288, repetitions=3, limits=limits)
     b = evaluate.freeze(conditions, size=524_288, repetitions=3, limits=limits)
     assert a["evaluation_id"] == b["evaluation_id"] and a["evaluation_id"].startswith("eval-")
-    assert "lab/contract.py" in a["files"] and "docs/client-contract.md" in a["files"]
+    assert "lab/judge/contract.py" in a["files"] and "docs/client-contract.md" in a["files"]
     c = evaluate.freeze(conditions, size=1024, repetitions=3, limits=limits)
     d = evaluate.freeze(conditions, size=524_288, repetitions=5, limits=limits)
     assert len({a["evaluation_id"], c["evaluation_id"], d["evaluation_id"]}) == 3

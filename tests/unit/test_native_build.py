@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.procs import Completed, run
+from lab.host.procs import Completed, run
 from tests.conftest import require
 
 PROBED_SYMBOLS = ("hash_file", "send_payload", "busy_wait")

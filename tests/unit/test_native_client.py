@@ -1,6 +1,6 @@
 """End-to-end checks of the native client and every seeded behavior, on loopback.
 
-The lab's real receiver lives in ``lab/receiver.py``; this file carries its own tiny,
+The lab's real receiver lives in ``lab/run/receiver.py``; this file carries its own tiny,
 throwaway receiver for wire protocol v1 (``docs/protocol.md``) so that the client can be
 checked independently of it. It counts connections and consumed payload bytes, validates
 each upload's digest before committing, and can drop chosen transfers after N payload
@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from lab.procs import Completed, run
+from lab.host.procs import Completed, run
 from tests.conftest import require
 
 SOURCE_SIZE = 512 * 1024  # the brief's default source size

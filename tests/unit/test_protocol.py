@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lab import protocol
+from lab.run import protocol
 
 DIGEST = "a" * 64
 

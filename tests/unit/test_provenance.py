@@ -11,8 +11,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from lab.errors import SigningError
-from lab.keys import PublicKey, SecretKey
-from lab.provenance import (
+from lab.evidence.keys import PublicKey, SecretKey
+from lab.evidence.provenance import (
     BUILD_TYPE,
     PAYLOAD_TYPE,
     PREDICATE_TYPE,
@@ -25,7 +25,7 @@ from lab.provenance import (
     sign_envelope,
     verify_envelope,
 )
-from lab.signing import Signer
+from lab.evidence.signing import Signer
 
 
 @pytest.fixture

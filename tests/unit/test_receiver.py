@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lab.receiver import BACKUP_NAME, Decoy, Fault, Limits, Receiver, summarize, summarize_decoy
+from lab.run.receiver import BACKUP_NAME, Decoy, Fault, Limits, Receiver, summarize, summarize_decoy
 
 PAYLOAD = hashlib.shake_256(b"payload").digest(200_000)
 DIGEST = hashlib.sha256(PAYLOAD).hexdigest()

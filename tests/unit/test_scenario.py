@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from lab import scenario
 from lab.errors import ScenarioError
+from lab.run import scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOD = """\

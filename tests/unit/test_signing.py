@@ -11,7 +11,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 
 from lab.errors import SigningError
-from lab.keys import (
+from lab.evidence.keys import (
     PublicKey,
     SecretKey,
     generate_keypair,
@@ -19,7 +19,7 @@ from lab.keys import (
     key_id_of,
     looks_like_private_key,
 )
-from lab.signing import KEY_ENV, DetachedSignature, Signer, verify_detached
+from lab.evidence.signing import KEY_ENV, DetachedSignature, Signer, verify_detached
 from tests.conftest import require
 
 SIGNIFY = shutil.which("signify-openbsd")

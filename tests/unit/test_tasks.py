@@ -14,7 +14,7 @@ import pytest
 from invoke.context import MockContext
 from invoke.runners import Result
 
-from lab import container
+from lab.container import engine as container
 from lab.errors import ContainerError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -140,8 +140,8 @@ def test_evaluate_runs_the_cli_which_delegates_to_the_image(
 def test_evaluate_in_image_mounts_the_candidate_read_only(
     calls: list[dict[str, Any]], tmp_path: Path
 ) -> None:
-    from lab import evaluate
     from lab._cli import build_parser
+    from lab.evaluate import judge as evaluate
 
     patch = tmp_path / "fix.patch"
     patch.write_text("--- a\n+++ b\n")

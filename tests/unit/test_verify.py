@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from lab.archive import (
+from lab.errors import ArchiveError, SigningError
+from lab.evidence.archive import (
     CHECKSUMS,
     CHECKSUMS_SIG,
     PROVENANCE,
@@ -23,11 +24,10 @@ from lab.archive import (
     render_checksums,
     write_archive,
 )
-from lab.errors import ArchiveError, SigningError
-from lab.keys import generate_keypair
-from lab.provenance import ProvenanceInputs
-from lab.signing import Signer
-from lab.verify import (
+from lab.evidence.keys import generate_keypair
+from lab.evidence.provenance import ProvenanceInputs
+from lab.evidence.signing import Signer
+from lab.evidence.verify import (
     EPHEMERAL_WARNING,
     INTEGRITY_ONLY_WARNING,
     Limits,

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.collectors.base import InvocationContext
-from lab.procs import CommandLog, Completed
+from lab.host.procs import CommandLog, Completed
 
 #: size of the small fixture source the captured traces read (tests/assets/strace/capture.py)
 SIZE = 200000

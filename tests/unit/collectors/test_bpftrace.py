@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from lab import procs
 from lab.collectors import bpftrace
 from lab.collectors.base import InvocationContext
 from lab.collectors.bpftrace import (
@@ -27,6 +26,7 @@ from lab.collectors.bpftrace import (
     template_uprobes,
 )
 from lab.errors import CollectorError
+from lab.host import procs
 from tests.conftest import require
 from tests.unit.collectors.helpers import SIZE, completed, make_ctx
 

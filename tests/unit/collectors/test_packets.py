@@ -39,8 +39,8 @@ from lab.collectors.packets import (
     summarize_packets,
 )
 from lab.errors import CollectorError
+from lab.host.procs import CommandLog, Completed
 from lab.model import ObserverStatus
-from lab.procs import CommandLog, Completed
 
 R, D = 40111, 40112
 

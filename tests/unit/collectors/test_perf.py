@@ -218,7 +218,7 @@ def test_probe_names_the_package_when_perf_is_missing(
 
 def test_wrap_runs_the_client_under_perf_record(tmp_path: Path) -> None:
     from lab.collectors.base import InvocationContext
-    from lab.procs import CommandLog
+    from lab.host.procs import CommandLog
     from tests.conftest import require
 
     perf = __import__("shutil").which("perf")

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from lab import procs
 from lab.collectors import strace
 from lab.collectors.strace import (
     StraceCollector,
@@ -22,6 +21,7 @@ from lab.collectors.strace import (
     split_args,
     unescape,
 )
+from lab.host import procs
 from tests.unit.collectors.helpers import SIZE, completed, make_ctx
 
 NATIVE_SIZE = 524288

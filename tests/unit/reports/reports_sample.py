@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from lab.aggregate import aggregate
+from lab.judge.aggregate import aggregate
 from lab.model import (
     CLAUSES,
     ClientClaim,
@@ -797,7 +797,7 @@ def build_repeated_run() -> RunResult:
         "repetitions": 5,
         "files": {
             "docs/client-contract.md": hashlib.sha256(b"contract").hexdigest(),
-            "lab/contract.py": hashlib.sha256(b"contract.py").hexdigest(),
+            "lab/judge/contract.py": hashlib.sha256(b"contract.py").hexdigest(),
             "scenarios/candidate/contract.yaml": hashlib.sha256(b"conditions").hexdigest(),
         },
         "fixture": {"generator": "shake_256 lab-fixture-v1", "size": SIZE},

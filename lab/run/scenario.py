@@ -23,7 +23,7 @@ import yaml
 
 from lab.errors import ScenarioError
 from lab.model import CLAUSES, OBSERVERS, OUTCOMES
-from lab.receiver import Fault
+from lab.run.receiver import Fault
 
 BEHAVIORS = (
     "baseline",

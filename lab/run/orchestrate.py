@@ -18,14 +18,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from lab import __version__, aggregate, identity, scenario
-from lab.clock import epoch_to_rfc3339, now_rfc3339
+from lab import __version__
 from lab.errors import ClientError, CollectorError, Interrupted, UsageError
+from lab.host import identity
+from lab.host.clock import epoch_to_rfc3339, now_rfc3339
+from lab.judge import aggregate
 from lab.model import PROCESS_COLLECTORS, ObserverStatus, RunResult
-from lab.runner import Plan, Runner
+from lab.run import scenario
+from lab.run.runner import Plan, Runner
 from lab.schemas import validate_results
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 COLLECTOR_CHOICES = ("none", *PROCESS_COLLECTORS, "all")
 PACKET_CHOICES = ("off", "best-effort", "required")
 
@@ -52,7 +55,7 @@ class RunRequest:
 class RunOutcome:
     result: RunResult
     run_dir: Path
-    archive: Any | None  # lab.archive.ArchiveInfo
+    archive: Any | None  # lab.evidence.archive.ArchiveInfo
 
 
 def new_run_id(prefix: str = "run") -> str:
@@ -107,11 +110,11 @@ class Setup:
     skipped: dict[str, str]
     facts: dict[str, Any]
     actions: list[str]
-    signer: Any | None  # lab.signing.Signer
+    signer: Any | None  # lab.evidence.signing.Signer
 
 
 def setup(collector: str, packets: str, *, archive: bool, say: Callable[[str], None]) -> Setup:
-    from lab import doctor as doctor_mod
+    from lab.host import doctor as doctor_mod
 
     if packets not in PACKET_CHOICES:
         raise UsageError(f"--packets {packets!r} is unknown; one of {', '.join(PACKET_CHOICES)}.")
@@ -131,7 +134,7 @@ def setup(collector: str, packets: str, *, archive: bool, say: Callable[[str], N
         skipped["packets"] = f"unavailable: {observers['packets'].reason}"
     signer = None
     if archive:
-        from lab.signing import Signer
+        from lab.evidence.signing import Signer
 
         signer = Signer.from_env()
         if signer.is_ephemeral:
@@ -266,8 +269,8 @@ def finish(
     render_pdf(result, run_dir / "report.pdf", files=files)
     if signer is None:
         return None
-    from lab.archive import write_archive
-    from lab.provenance import ProvenanceInputs
+    from lab.evidence.archive import write_archive
+    from lab.evidence.provenance import ProvenanceInputs
 
     env = result.environment
     image = env.get("image") or {}
@@ -298,8 +301,8 @@ def finish(
 
 def archived_files(run_dir: Path) -> list[Any]:
     """Every file of the run directory with its size and SHA-256, for the reports' table."""
-    from lab.fixture import sha256_file
     from lab.reports import ArchivedFile
+    from lab.run.fixture import sha256_file
 
     rows = []
     for path in sorted(p for p in run_dir.rglob("*") if p.is_file()):

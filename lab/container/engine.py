@@ -1,7 +1,7 @@
 """The lab image and the container the lab runs in: Docker engine, build, ``docker run``.
 
 All Docker code lives here (the base image, pulled or bootstrapped, is in
-``lab/debootstrap.py``). ``tasks.py`` only calls these functions.
+``lab/container/base.py``). ``tasks.py`` only calls these functions.
 
     ctx = Context.for_repo(Path("."))
     ensure_engine(ctx, install=True)            # docker.io installed and dockerd running
@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab import procs
-from lab.debootstrap import DEFAULT_BASE_IMAGE, BaseImage, render_sources, resolve_base
+from lab.container.base import DEFAULT_BASE_IMAGE, BaseImage, render_sources, resolve_base
 from lab.errors import ContainerError
+from lab.host import procs
 
 IMAGE = "execution-evidence-lab:local"
 #: label holding the digest of every file the image is built from (the build cache key)

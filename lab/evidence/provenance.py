@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lab.errors import SigningError
-from lab.keys import PublicKey
-from lab.signing import Signer
+from lab.evidence.keys import PublicKey
+from lab.evidence.signing import Signer
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"

@@ -12,9 +12,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from lab import fixture, procs
-from lab.aggregate import spread
-from lab.receiver import Decoy, Receiver
+from lab.host import procs
+from lab.judge.aggregate import spread
+from lab.run import fixture
+from lab.run.receiver import Decoy, Receiver
 
 
 def _one_round(

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lab.model import CLAUSES, Invocation, Outcome, Pass, ScenarioResult, Verdict
-from lab.protocol import MAX_LINE
+from lab.run.protocol import MAX_LINE
 
 #: the client contract's retry bound (docs/client-contract.md)
 MAX_UPLOAD_ATTEMPTS = 3

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from lab.clock import now_rfc3339
+from lab.host.clock import now_rfc3339
 from lab.model import VerifierCheck
 
 

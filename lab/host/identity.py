@@ -12,8 +12,8 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from lab import procs
-from lab.fixture import sha256_file
+from lab.host import procs
+from lab.run.fixture import sha256_file
 
 #: written by the lab image (Dockerfile) so a run inside the container knows its identity
 IMAGE_MANIFEST_DIR = Path("/usr/share/lab/manifest")

@@ -28,23 +28,26 @@ from typing import Any
 
 from rich.console import Console
 
-from lab import __version__, identity, procs, scenario, timing
-from lab.clock import epoch_to_rfc3339
+from lab import __version__
 from lab.errors import UsageError
-from lab.fixture import sha256_file
+from lab.evaluate import timing
+from lab.host import identity, procs
+from lab.host.clock import epoch_to_rfc3339
 from lab.model import CLAUSES, RunResult, ScenarioResult
-from lab.orchestrate import REPO, Setup, finish, make_result, new_run_id, run_plan, setup
-from lab.runner import Plan
+from lab.run import scenario
+from lab.run.fixture import sha256_file
+from lab.run.orchestrate import REPO, Setup, finish, make_result, new_run_id, run_plan, setup
+from lab.run.runner import Plan
 
 CALIBRATION_SCENARIOS = ("false-success", "unexpected-egress")
 #: files whose content defines what "passing" means; their hash is the evaluation id
 FROZEN_FILES = (
-    "lab/contract.py",
-    "lab/calibration.py",
-    "lab/receiver.py",
-    "lab/verifier.py",
-    "lab/protocol.py",
-    "lab/fixture.py",
+    "lab/judge/contract.py",
+    "lab/judge/calibration.py",
+    "lab/run/receiver.py",
+    "lab/run/backup_check.py",
+    "lab/run/protocol.py",
+    "lab/run/fixture.py",
     "docs/client-contract.md",
     "docs/protocol.md",
 )
@@ -359,7 +362,7 @@ def main(args: argparse.Namespace, console: Console) -> int:
 def _in_image(args: argparse.Namespace) -> int:
     """Run this very evaluation inside the lab image (built and cached by lab.container),
     with the candidate mounted read-only; the archive lands in the host's --out."""
-    from lab import container
+    from lab.container import engine as container
 
     flag = "--patch" if args.patch else "--source-dir" if args.source_dir else "--binary"
     host: Path = (args.patch or args.source_dir or args.binary).resolve()

@@ -25,8 +25,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from lab import procs
 from lab.errors import ContainerError
+from lab.host import procs
 
 #: debian:bookworm-slim 12.11 (2025-05-17), the multi-arch index digest that Docker Hub served
 #: for the tags ``bookworm-slim``, ``12-slim`` and ``12.11-slim`` (found in public Dockerfiles

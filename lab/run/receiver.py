@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lab import protocol
-from lab.clock import now_rfc3339
+from lab.host.clock import now_rfc3339
 from lab.model import DecoySummary, ReceiverSummary
+from lab.run import protocol
 
 BACKUP_NAME = "backup.bin"
 DIGEST_NAME = "backup.sha256"

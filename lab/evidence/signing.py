@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.errors import SigningError
-from lab.keys import (
+from lab.evidence.keys import (
     COMMENT_PREFIX,
     PKALG,
     SIGNATURE_LEN,

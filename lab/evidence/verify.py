@@ -32,7 +32,8 @@ from typing import Any, Literal
 from rich.console import Console
 from rich.table import Table
 
-from lab.archive import (
+from lab.errors import ArchiveError, LabError, SigningError
+from lab.evidence.archive import (
     CHECKSUMS,
     CHECKSUMS_SIG,
     NOT_SUBJECTS,
@@ -42,9 +43,8 @@ from lab.archive import (
     parse_checksums,
     render_checksums,
 )
-from lab.errors import ArchiveError, LabError, SigningError
-from lab.keys import PublicKey
-from lab.provenance import (
+from lab.evidence.keys import PublicKey
+from lab.evidence.provenance import (
     BUILD_TYPE,
     PREDICATE_TYPE,
     STATEMENT_TYPE,
@@ -52,7 +52,7 @@ from lab.provenance import (
     open_envelope,
     sign_envelope,
 )
-from lab.signing import Signer, verify_detached
+from lab.evidence.signing import Signer, verify_detached
 
 MiB = 1 << 20
 GiB = 1 << 30

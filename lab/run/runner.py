@@ -18,11 +18,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from lab import calibration, contract, fixture, procs, receiver, verifier
-from lab.clock import now_rfc3339
 from lab.collectors import process_collector
 from lab.collectors.base import CollectorOutput, InvocationContext, ProcessCollector
 from lab.errors import ClientError, CollectorError, LabError
+from lab.host import procs
+from lab.host.clock import now_rfc3339
+from lab.judge import calibration, contract
 from lab.model import (
     ClientClaim,
     Invocation,
@@ -30,7 +31,9 @@ from lab.model import (
     Pass,
     ScenarioResult,
 )
-from lab.scenario import Scenario
+from lab.run import backup_check as verifier
+from lab.run import fixture, receiver
+from lab.run.scenario import Scenario
 
 Progress = Callable[[str], None]
 

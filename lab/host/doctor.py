@@ -5,7 +5,7 @@ they depend on.
     print(render_table(doctor))       # human table: collector | available | reason
     json.dumps(to_json(doctor))       # ``python -m lab doctor --json``
 
-``check`` is a producer (it runs tools through :mod:`lab.procs`); ``render_table`` and
+``check`` is a producer (it runs tools through :mod:`lab.host.procs`); ``render_table`` and
 ``to_json`` only draw the :class:`Doctor` it returns.
 """
 
@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from lab.errors import ToolMissingError
+from lab.host.procs import CommandFailed, run, which
 from lab.model import ObserverStatus
-from lab.procs import CommandFailed, run, which
 
 #: Linux capability numbers, from include/uapi/linux/capability.h (0 … CAP_LAST_CAP = 40)
 CAPABILITY_NAMES: tuple[str, ...] = (

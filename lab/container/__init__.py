@@ -1,0 +1,1 @@
+"""The lab image and its engine: the Debian base, the build, ``docker run``."""

@@ -1,0 +1,1 @@
+"""Candidate evaluation: judge a client someone else wrote against the frozen contract."""

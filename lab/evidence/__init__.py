@@ -1,0 +1,1 @@
+"""Evidence archives: signing keys, signatures, provenance, packing and verification."""

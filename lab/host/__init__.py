@@ -1,0 +1,1 @@
+"""This machine: the process wrapper, capabilities and tools, identity, clocks."""

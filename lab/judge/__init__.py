@@ -1,0 +1,1 @@
+"""Judging what was observed: the contract, the calibration, repetition aggregates."""

@@ -1,0 +1,1 @@
+"""Running scenarios: plan, sandboxed invocations, the receiver and the backup check."""
