@@ -69,3 +69,8 @@ class Interrupted(LabError):
     """The user interrupted the run (Ctrl-C); everything started was stopped."""
 
     exit_code = 130
+
+
+class SandboxError(LabError):
+    """The invocation sandbox (user, cgroup, network namespace, bwrap, setpriv) cannot be
+    set up; the message names the missing capability and what to do."""

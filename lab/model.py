@@ -16,8 +16,13 @@ from typing import Any, Literal
 
 SCHEMA_VERSION = 1
 
-Outcome = Literal["pass", "fail", "not-observed"]
-OUTCOMES: tuple[str, ...] = ("pass", "fail", "not-observed")
+Outcome = Literal["pass", "fail", "not-observed", "not-exercised"]
+#: ``not-observed``: the evidence the clause needs was unavailable (the reason says which);
+#: ``not-exercised``: the scenario never created the situation the clause is about (no
+#: injected interruption for C4, no mismatching payload for C5, no unchanged second
+#: invocation for C2); what could still be checked is in the reason, and a violation of it
+#: is a ``fail``
+OUTCOMES: tuple[str, ...] = ("pass", "fail", "not-observed", "not-exercised")
 CLAUSES: tuple[str, ...] = ("C1", "C2", "C3", "C4", "C5", "C6")
 
 CLAUSE_TITLES: dict[str, str] = {
@@ -67,7 +72,9 @@ class Verdict:
     @property
     def agrees(self) -> bool | None:
         """True/False when both sides are known; None when not observed or not expected."""
-        if self.expected is None or self.observed == "not-observed":
+        if self.expected is None or (
+            self.observed == "not-observed" and self.expected != "not-observed"
+        ):
             return None
         return self.expected == self.observed
 
@@ -82,14 +89,35 @@ class Verdict:
 
 @dataclass
 class VerifierCheck:
-    """The independent verifier's comparison of the saved backup with the source."""
+    """The independent backup check: the saved file on disk against the fixture digest
+    computed before the client started, and against the receiver's own commit record."""
 
     backup_exists: bool
+    #: the saved backup's SHA-256 equals the fixture's (computed before the client ran)
     matches_source: bool
     backup_sha256: str | None
+    #: the fixture's digest, computed before the client started (never re-read from a file
+    #: the client could have changed)
     source_sha256: str
     backup_size: int | None
     checked_at: str
+    #: the source copy on disk still has the fixture's digest after the invocation
+    source_unchanged: bool = True
+    #: the digest the receiver's own records say it committed (or pre-loaded) last
+    receiver_digest: str | None = None
+    #: the file on disk is what the receiver committed (False: the store was written
+    #: outside the protocol, or a committed backup vanished)
+    store_consistent: bool = True
+
+    @property
+    def verified(self) -> bool:
+        """File on disk, receiver's commit record and fixture digest all agree."""
+        return (
+            self.backup_exists
+            and self.matches_source
+            and self.store_consistent
+            and self.source_unchanged
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -99,6 +127,10 @@ class VerifierCheck:
             "source_sha256": self.source_sha256,
             "backup_size": self.backup_size,
             "checked_at": self.checked_at,
+            "source_unchanged": self.source_unchanged,
+            "receiver_digest": self.receiver_digest,
+            "store_consistent": self.store_consistent,
+            "verified": self.verified,
         }
 
 
@@ -153,7 +185,8 @@ class DecoySummary:
 
 @dataclass
 class ClientClaim:
-    """What the client said: exit status, completion event, every JSON event line."""
+    """What the client said: exit status, completion event, its JSON event lines (the first
+    and last ``EVENTS_KEPT`` of them; ``event_count`` counts them all)."""
 
     exit_status: int | None
     claimed_success: bool
@@ -165,6 +198,10 @@ class ClientClaim:
     killed_by_signal: int | None
     wall_s: float
     cpu_s: float | None
+    #: JSON event lines in the kept output (may exceed len(events))
+    event_count: int = 0
+    #: stdout lines the lab did not keep (a flood); their content is unknown
+    omitted_lines: int = 0
 
     @property
     def contract_violations(self) -> list[str]:
@@ -182,6 +219,8 @@ class ClientClaim:
                 problems.append("exit status and completion event disagree")
         if self.unparsed_lines:
             problems.append(f"{self.unparsed_lines} stdout line(s) are not JSON objects")
+        if self.omitted_lines:
+            problems.append(f"{self.omitted_lines} stdout line(s) beyond the lab's bound")
         return problems
 
     def to_dict(self) -> dict[str, Any]:
@@ -189,13 +228,72 @@ class ClientClaim:
             "exit_status": self.exit_status,
             "claimed_success": self.claimed_success,
             "completion": self.completion,
-            "event_count": len(self.events),
+            "event_count": self.event_count or len(self.events),
+            "omitted_lines": self.omitted_lines,
             "unparsed_lines": self.unparsed_lines,
             "timed_out": self.timed_out,
             "killed_by_signal": self.killed_by_signal,
             "wall_s": round(self.wall_s, 6),
             "cpu_s": None if self.cpu_s is None else round(self.cpu_s, 6),
             "contract_violations": self.contract_violations,
+        }
+
+
+@dataclass
+class Lingering:
+    """A process still in the invocation's cgroup when the client's main process exited."""
+
+    pid: int
+    comm: str
+    argv: list[str]
+    #: seconds it had been running when found
+    age_s: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pid": self.pid,
+            "comm": self.comm,
+            "argv": list(self.argv),
+            "age_s": None if self.age_s is None else round(self.age_s, 3),
+        }
+
+
+@dataclass
+class SandboxRecord:
+    """How one invocation was contained (``lab.sandbox``), and what that saw."""
+
+    #: False: the client ran outside any sandbox (``--sandbox off``), as the lab's user
+    enabled: bool
+    cgroup: str | None = None
+    cgroup_id: int | None = None
+    main_pid: int | None = None
+    #: processes left in the cgroup when the main process exited
+    lingering: list[Lingering] = field(default_factory=list)
+    #: of those, still running after the grace, then killed with cgroup.kill
+    lingering_killed: int = 0
+    #: the cgroup emptied at the end (False: a process escaped the kill)
+    contained: bool = True
+    #: CPU time, memory and pids peaks, pids.max hits, OOM kills (what the kernel reports)
+    stats: dict[str, Any] = field(default_factory=dict)
+    #: totals and omissions of the client's stdout and stderr
+    stdout: dict[str, Any] = field(default_factory=dict)
+    stderr: dict[str, Any] = field(default_factory=dict)
+    #: one sentence when the sandbox itself failed (the client then never ran)
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "enabled": self.enabled,
+            "cgroup": self.cgroup,
+            "cgroup_id": self.cgroup_id,
+            "main_pid": self.main_pid,
+            "lingering": [p.to_dict() for p in self.lingering],
+            "lingering_killed": self.lingering_killed,
+            "contained": self.contained,
+            "stats": dict(self.stats),
+            "stdout": dict(self.stdout),
+            "stderr": dict(self.stderr),
+            "error": self.error,
         }
 
 
@@ -208,6 +306,7 @@ class Invocation:
     verifier: VerifierCheck
     receiver: ReceiverSummary
     decoy: DecoySummary
+    sandbox: SandboxRecord = field(default_factory=lambda: SandboxRecord(enabled=False))
     #: observer name -> parsed summary (only observers that ran for this invocation)
     observed: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: observer name -> why it did not produce a summary for this invocation
@@ -224,6 +323,7 @@ class Invocation:
             "verifier": self.verifier.to_dict(),
             "receiver": self.receiver.to_dict(),
             "decoy": self.decoy.to_dict(),
+            "sandbox": self.sandbox.to_dict(),
             "observed": {k: self.observed[k] for k in sorted(self.observed)},
             "missing": {k: self.missing[k] for k in sorted(self.missing)},
             "artifacts": {k: sorted(v) for k, v in sorted(self.artifacts.items())},
@@ -250,10 +350,19 @@ class Pass:
     source_size: int | None = None
     #: wall time of the whole pass as the lab saw it (set-up, every invocation, checks)
     wall_s: float = 0.0
+    #: the pass did not run, and why (an earlier pass of the condition timed out)
+    skipped: str | None = None
+    #: the pass ran in the sandbox (False: ``--sandbox off``)
+    sandboxed: bool = True
+    #: the pass's network namespace, when sandboxed
+    netns: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "collector": self.collector,
+            "skipped": self.skipped,
+            "sandboxed": self.sandboxed,
+            "netns": self.netns,
             "receiver_address": self.receiver_address,
             "decoy_address": self.decoy_address,
             "preload_sha256": self.preload_sha256,

@@ -1,9 +1,13 @@
 """What every collector is: one module per external tool, owning its command line, its
 parser, its accepted return codes, its raw output and its "unavailable because …" message.
 
-Process collectors (strace, bpftrace, perf) *wrap* the client's command line, because each
-runs the client as its own child; they never share a pass. The packet collector is passive
-and runs beside any pass.
+Process collectors (strace, perf) *wrap* the sandboxed client's command line, because each
+runs it as its own child (following every fork). Session collectors (bpftrace, the packet
+capture) attach once per pass and attribute what they see to each invocation: bpftrace by
+the invocation's cgroup id, the capture (inside the pass's network namespace, every
+interface, no filter) by the invocation's time window. Tracers change execution, so the
+process collectors and bpftrace never share a pass; the capture is passive and runs beside
+any pass.
 
     collector = StraceCollector()
     status = collector.probe()              # ObserverStatus for doctor and results.json
@@ -40,8 +44,46 @@ class InvocationContext:
     #: per-invocation time limit for the client, seconds
     timeout_s: float = 120.0
 
+    #: the main process bwrap reported (host pid), set once the invocation ran; a wrapping
+    #: tracer uses it to tell the client's part of its trace from the sandbox's own steps
+    client_pid: int | None = None
+
     def relative(self, path: Path) -> str:
         """Run-relative path for results.json (no host paths in reports)."""
+        return str(path.resolve().relative_to(self.run_dir.resolve()))
+
+
+@dataclass
+class Window:
+    """When one invocation ran (realtime seconds, as pcap timestamps are), and the cgroup
+    that held it."""
+
+    index: int
+    out_dir: Path
+    cgroup_path: Path | None
+    cgroup_id: int | None
+    start: float = 0.0
+    end: float = 0.0
+
+
+@dataclass
+class PassContext:
+    """Everything a session collector needs about the pass it observes."""
+
+    run_dir: Path
+    #: the pass's evidence directory (session-level raw output goes here)
+    out_dir: Path
+    client_path: Path
+    source_path: Path
+    receiver_address: tuple[str, int]
+    decoy_address: tuple[str, int]
+    log: CommandLog
+    #: the prefix that runs a command inside the pass's network namespace (empty: none)
+    netns_argv: list[str]
+    #: one per invocation, in order; start/end filled as each one runs
+    windows: list[Window]
+
+    def relative(self, path: Path) -> str:
         return str(path.resolve().relative_to(self.run_dir.resolve()))
 
 
@@ -59,9 +101,22 @@ class CollectorOutput:
     summary: dict[str, Any] | None
     artifacts: list[str] = field(default_factory=list)
     error: str | None = None
-    #: the client's exit status as the tracer saw it, when the tracer is the parent and the
-    #: wrapper's own status is not the client's (bpftrace); None otherwise
-    client_exit_status: int | None = None
+
+
+class SessionCollector(ABC):
+    """A collector attached once per pass (before the first invocation, stopped after the
+    last), whose raw output is split per invocation with the same keys."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def start(self, ctx: PassContext) -> None:
+        """Attach; return once attached. Raises CollectorError when it cannot."""
+
+    @abstractmethod
+    def stop(self) -> dict[int, CollectorOutput]:
+        """Detach and parse: one output per invocation index; never raises for tool
+        failures (each output then carries the error)."""
 
 
 class ProcessCollector(ABC):
@@ -71,8 +126,6 @@ class ProcessCollector(ABC):
     #: exit statuses of the wrapped command that are not a tracer failure
     #: (None: the tracer passes the client's status through, so any status is accepted)
     accepted_status: ClassVar[tuple[int, ...] | None] = None
-    #: True when the wrapped command's exit status is the client's own
-    passes_exit_status: ClassVar[bool] = True
 
     @classmethod
     @abstractmethod

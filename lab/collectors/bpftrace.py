@@ -1,48 +1,60 @@
 """The bpftrace collector: uprobes on the client's own functions, tracepoints on its
-connects, reads, sends and context switches, counted in the kernel.
+connects, reads, sends, context switches, io_uring submissions, TCP connection attempts and
+datagrams, counted in the kernel. One session per pass.
 
-bpftrace runs the client as its child (``-c``; every probe is filtered with ``cpid``) and
-writes what the probes print to ``bpftrace.txt`` (``-o``). The script is
-``probes/client.bt`` with ``__BINARY__`` replaced by the client's path and with the uprobe
-block of every function the binary lacks removed (bpftrace refuses to start when a uprobe
-cannot attach); the script actually run is kept as ``bpftrace.bt`` and the symbol table it
-was checked against as ``bpftrace.symbols.txt``. bpftrace's exit status is its own, so the
-client's comes from the ``exit_group`` line the script prints.
+bpftrace attaches once, before the pass's first invocation, and every probe is filtered to
+the cgroups of the pass's invocations (``lab.sandbox``): every thread, child, exec'd
+program and daemon of a client is seen, none of the instrument is, and every map is keyed
+by the cgroup id, which names the invocation. The script is ``probes/client.bt`` with
+``__BINARY__`` replaced by the client's path, ``__CGROUPS__`` by the cgroup filter, and the
+uprobe block of every function the binary lacks removed (bpftrace refuses to start when a
+uprobe cannot attach). Kept per pass: the script run (``bpftrace.bt``), the symbol table it
+was checked against (``bpftrace.symbols.txt``) and the whole output (``bpftrace.txt``); per
+invocation: the lines of its cgroup, verbatim, in ``inv<N>/bpftrace.txt``.
 
-    collector = BpftraceCollector()
-    status = BpftraceCollector.probe()       # root, BTF, tracefs, uprobes, a real attach
-    argv = collector.wrap(["/abs/backup-client", "--source", src, "--receiver", rx], ctx)
-    done = lab.host.procs.run(argv, purpose="client", log=ctx.log, accept=None, ...)
-    out = collector.collect(ctx, done)       # out.summary["hash_calls"], out.client_exit_status
+    session = BpftraceSession()
+    status = BpftraceSession.probe()        # root, BTF, tracefs, uprobes, a real attach
+    session.start(pass_ctx)                 # returns once the BEGIN probe has run
+    ...                                     # the invocations run, each in its own cgroup
+    outputs = session.stop()                # {1: CollectorOutput("bpftrace", summary), ...}
 
-    parsed = parse_bpftrace(Path("bpftrace.txt").read_text())
-    parsed.maps["@hash_calls"]               # "256", verbatim
+    trace = parse_bpftrace(Path("bpftrace.txt").read_text())
+    trace.for_cgroup(4242).maps["@hash_calls"]     # "256", verbatim
 """
 
 from __future__ import annotations
 
 import os
 import re
+import signal
 import tempfile
+import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from lab.collectors.base import CollectorOutput, InvocationContext, ProcessCollector
+from lab.collectors.base import CollectorOutput, PassContext, SessionCollector
 from lab.errors import CollectorError
 from lab.host import procs
-from lab.host.procs import Completed
 from lab.model import ObserverStatus
 
 PROBES_DIR = Path(__file__).resolve().parents[2] / "probes"
 DEFAULT_SCRIPT = PROBES_DIR / "client.bt"
 SCRIPT_NAME = "bpftrace.bt"
 OUTPUT_NAME = "bpftrace.txt"
+STDERR_NAME = "bpftrace.stderr.txt"
 SYMBOLS_NAME = "bpftrace.symbols.txt"
 PLACEHOLDER = "__BINARY__"
+CGROUPS_PLACEHOLDER = "__CGROUPS__"
+#: printed by the script's BEGIN probe, once every probe is attached
+ATTACHED_MARKER = "lab: attached"
 #: printed by the script's END probe; bpftrace prints the final maps right after it
 END_MARKER = "lab: end of trace"
+#: how long bpftrace may take to compile and attach (about 3 s on the lab's machines)
+READY_TIMEOUT_S = 60.0
+#: how long it may take to print its maps once interrupted
+STOP_GRACE_S = 30.0
 
 #: the client functions the script may attach uprobes to, and the map each one feeds
 UPROBE_COUNTERS: dict[str, str] = {
@@ -60,6 +72,13 @@ COUNTER_KEYS: dict[str, str] = {
     "@sent_bytes": "sent_bytes",
     "@switches_out": "switches_out",
 }
+#: the ``call=N`` codes of the script's syscall address lines (probes/client.bt)
+CALLS: dict[int, str] = {1: "connect", 2: "sendto", 3: "sendmsg", 4: "sendmmsg"}
+#: io_uring opcodes that can carry a destination: the kernel tracepoints decode an inet one
+#: (tcp-connect, datagram), nothing here decodes a unix-domain one
+URING_NETWORK_OPS = frozenset(
+    {"CONNECT", "SEND", "SENDMSG", "SEND_ZC", "SENDMSG_ZC", "URING_CMD", "SENDTO"}
+)
 
 BTF = Path("/sys/kernel/btf/vmlinux")
 TRACEFS_CANDIDATES = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
@@ -71,12 +90,14 @@ CAP_BPF = 39
 
 _UPROBE_LINE = re.compile(rf"^uprobe:{PLACEHOLDER}:(?P<name>\w+)")
 _RENDERED_UPROBE = re.compile(r"^uprobe:[^:\s]+:(?P<name>\w+)", re.MULTILINE)
-_COUNTER_DEF = re.compile(r"(@\w+)\s*=\s*(?:count|sum)\(")
-_TRACEPOINT = re.compile(r"^tracepoint:(\w+):(\w+)", re.MULTILINE)
-_ATTACHING = re.compile(r"^Attaching (\d+) probes?\.\.\.$")
+_COUNTER_DEF = re.compile(r"(@\w+)(?:\[[^\]]*\])?\s*=\s*(?:count|sum)\(")
+_TRACEPOINT = re.compile(r"tracepoint:(\w+):(\w+)")
+_ATTACHING = re.compile(r"^Attaching (\d+) probes?\.\.\.$", re.MULTILINE)
 _LOST = re.compile(r"Lost (\d+) events")
-_EVENT = re.compile(r"^(?P<nsecs>\d+) pid=(?P<pid>\d+) (?P<kind>\w+)(?P<rest>.*)$")
-_MAP = re.compile(r"^(?P<name>@\w+(?:\[.*\])?): (?P<value>.*)$")
+_EVENT = re.compile(
+    r"^(?P<nsecs>\d+) cg=(?P<cg>\d+) pid=(?P<pid>\d+) (?P<kind>[\w=-]+)(?P<rest>.*)$"
+)
+_MAP = re.compile(r"^(?P<name>@\w+)(?:\[(?P<key>[^\]]*)\])?: (?P<value>.*)$")
 _NM_FUNCTION_TYPES = frozenset("TtWwi")
 
 
@@ -94,9 +115,20 @@ def template_uprobes(template: str) -> list[str]:
     return [m.group("name") for m in map(_UPROBE_LINE.match, template.splitlines()) if m]
 
 
-def render_script(template: str, binary: str, present_symbols: Collection[str]) -> RenderedScript:
-    """Substitute the binary's path and drop the uprobe block (its first line to the next
-    line that is exactly ``}``) of every function ``present_symbols`` lacks."""
+def cgroup_filter(paths: Sequence[Path]) -> str:
+    """The probe predicate matching the given cgroup v2 directories."""
+    for path in paths:
+        if '"' in str(path) or "\\" in str(path):
+            raise CollectorError(f"the cgroup path {path} cannot be written in a bpftrace string.")
+    return "(" + " || ".join(f'cgroup == cgroupid("{p}")' for p in paths) + ")"
+
+
+def render_script(
+    template: str, binary: str, present_symbols: Collection[str], filter_expr: str
+) -> RenderedScript:
+    """Substitute the binary's path and the cgroup filter, and drop the uprobe block (its
+    first line to the next line that is exactly ``}``) of every function
+    ``present_symbols`` lacks."""
     kept: list[str] = []
     uprobes: list[str] = []
     absent: list[str] = []
@@ -113,9 +145,11 @@ def render_script(template: str, binary: str, present_symbols: Collection[str]) 
                 absent.append(m.group("name"))
                 skipping = line.rstrip() != "}"
                 continue
-        # comments keep the placeholder: they describe the template
-        kept.append(line if line.lstrip().startswith("//") else line.replace(PLACEHOLDER, binary))
-    header = [f"// lab: client binary {binary}"]
+        if line.lstrip().startswith("//"):
+            kept.append(line)  # comments keep the placeholders: they describe the template
+        else:
+            kept.append(line.replace(PLACEHOLDER, binary).replace(CGROUPS_PLACEHOLDER, filter_expr))
+    header = [f"// lab: client binary {binary}", f"// lab: filter {filter_expr}"]
     if absent:
         header.append(
             "// lab: uprobes removed because the binary has no such symbol: " + ", ".join(absent)
@@ -144,22 +178,21 @@ def function_symbols(nm_output: str) -> set[str]:
     return names
 
 
-def check_command_word(word: str, what: str) -> None:
-    """bpftrace 0.17 splits ``-c`` on single spaces and has no quoting: refuse words it
-    would split or drop, and (for the binary) characters an attach point cannot hold."""
-    if word == "" or any(c.isspace() for c in word):
+def check_attach_path(binary: str) -> None:
+    """An attach point is ``uprobe:PATH:FUNCTION``: refuse paths bpftrace cannot parse."""
+    if not binary or any(c.isspace() for c in binary) or ":" in binary:
         raise CollectorError(
-            f"bpftrace cannot run the client: {what} {word!r} is empty or contains "
-            "whitespace, which bpftrace -c splits on; use paths without spaces "
-            "(e.g. move the run directory)."
+            f"bpftrace cannot attach uprobes to {binary!r}: the path is empty or contains "
+            "whitespace or ':', which separate the parts of an attach point."
         )
 
 
 @dataclass
 class BpftraceEvent:
-    """One line printed by a probe: ``<nsecs> pid=<pid> <kind> key=value ...``."""
+    """One line printed by a probe: ``<nsecs> cg=<cgroup> pid=<pid> <kind> key=value ...``."""
 
     nsecs: int
+    cgroup: int
     pid: int
     kind: str
     fields: dict[str, str]
@@ -179,11 +212,19 @@ def _event(line: str) -> BpftraceEvent | None:
             fields[key] = value
     if sep:
         fields["path"] = path
-    return BpftraceEvent(int(m.group("nsecs")), int(m.group("pid")), m.group("kind"), fields)
+    kind = m.group("kind")
+    if kind.startswith("call="):
+        code = kind.partition("=")[2]
+        kind = CALLS.get(int(code), f"call-{code}") if code.isdigit() else kind
+    return BpftraceEvent(
+        int(m.group("nsecs")), int(m.group("cg")), int(m.group("pid")), kind, fields
+    )
 
 
 def _destination(event: BpftraceEvent) -> str | None:
     family = event.fields.get("family")
+    if event.kind == "datagram" and event.fields.get("proto") in ("1", "58"):
+        return f"icmp:{event.fields.get('addr')}"
     if family == "inet":
         return f"{event.fields.get('addr')}:{event.fields.get('port')}"
     if family == "inet6":
@@ -192,38 +233,30 @@ def _destination(event: BpftraceEvent) -> str | None:
         # an abstract socket's name starts with NUL, so bpftrace prints it as ""
         path = event.fields.get("path", "")
         return f"unix:{path}" if path else "unix:@"
-    if family == "1":
-        return "unix:?"  # sendmmsg to a unix socket: the script does not read its path
     return None  # AF_UNSPEC (UDP disconnect), netlink ...: not a network destination
 
 
-@dataclass
-class BpftraceSummary:
-    """What ``bpftrace.txt`` says."""
+#: events whose address is a destination the client contacted or tried to
+DESTINATION_EVENTS = frozenset({*CALLS.values(), "tcp-connect", "datagram"})
 
-    #: final map values, verbatim: {"@hash_calls": "256", ...}
+
+@dataclass
+class InvocationTrace:
+    """The part of a session's output that belongs to one cgroup (one invocation)."""
+
+    #: final map values of this cgroup, verbatim: {"@hash_calls": "256", ...}; a map keyed
+    #: by more than the cgroup keeps the rest of its key: {"@uring_ops[SENDMSG]": "1"}
     maps: dict[str, str] = field(default_factory=dict)
     events: list[BpftraceEvent] = field(default_factory=list)
-    attached_probes: int | None = None
-    lost_events: int = 0
-    #: the END probe ran (its marker line is present), so the maps after it are final
-    complete: bool = False
-    unparsed_lines: int = 0
-
-    @property
-    def exit_status(self) -> int | None:
-        """The status the client passed to exit_group(2) (as a wait status: low 8 bits)."""
-        codes = [e for e in self.events if e.kind == "exit_group" and "status" in e.fields]
-        if not codes:
-            return None
-        return int(codes[-1].fields["status"]) & 0xFF
+    #: this cgroup's lines of the raw output, verbatim
+    lines: list[str] = field(default_factory=list)
 
     @property
     def destinations(self) -> list[str]:
         found = {
             d
             for e in self.events
-            if e.kind in ("connect", "sendto", "sendmsg", "sendmmsg")
+            if e.kind in DESTINATION_EVENTS
             for d in [_destination(e)]
             if d is not None
         }
@@ -243,71 +276,142 @@ class BpftraceSummary:
         except ValueError:
             return None
 
-    def to_summary(self, counters: Sequence[str], absent_symbols: Sequence[str]) -> dict[str, Any]:
-        """The ``observed.bpftrace`` record.
+    def uring_ops(self) -> dict[str, int]:
+        ops: dict[str, int] = {}
+        for name, value in self.maps.items():
+            if name.startswith("@uring_ops[") and value.isdigit():
+                ops[name[len("@uring_ops[") : -1].strip()] = int(value)
+        return dict(sorted(ops.items()))
 
-        ``counters`` are the maps the script defines; one that a complete trace did not
-        print belongs to a probe that attached and never fired: an observed 0. A counter
-        fed by a uprobe whose symbol the binary lacks is omitted (and its function listed
-        in ``absent_symbols``), never reported as 0; so is one the script does not define.
-        """
-        absent_maps = {UPROBE_COUNTERS[s] for s in absent_symbols if s in UPROBE_COUNTERS}
-        summary: dict[str, Any] = {}
-        unprinted: list[str] = []
-        for name, key in COUNTER_KEYS.items():
-            value = self.counter(name)
-            if name in absent_maps or name not in counters:
-                continue
-            if value is None:
-                unprinted.append(name)
-            summary[key] = 0 if value is None else value
-        summary.update(
-            destinations=self.destinations,
-            maps=dict(sorted(self.maps.items())),
-            absent_symbols=sorted(absent_symbols),
-            unprinted_maps=unprinted,
-            function_entries=dict(sorted(self.function_entries().items())),
-            exit_status=self.exit_status,
-            attached_probes=self.attached_probes,
-            lost_events=self.lost_events,
-            # printf lines (destinations, entries) can be lost; the maps never are
-            events_complete=self.lost_events == 0,
-        )
-        return summary
+    def undecodable(self) -> list[str]:
+        """Channels this trace saw used but cannot decode every destination of."""
+        reasons = [
+            f"io_uring {op}: an inet destination is seen by the kernel tracepoints, a "
+            "unix-domain one is not decoded"
+            for op in self.uring_ops()
+            if op in URING_NETWORK_OPS
+        ]
+        undecoded = self.counter("@undecoded") or 0
+        if undecoded:
+            reasons.append(f"sendmmsg: {undecoded} message address(es) after the first not decoded")
+        return reasons
 
 
-def parse_bpftrace(text: str) -> BpftraceSummary:
-    """Parse bpftrace's ``-o`` output: the "Attaching" line, probe lines, "Lost N events"
-    warnings, the END marker and the map values printed after it."""
-    parsed = BpftraceSummary()
+@dataclass
+class BpftraceTrace:
+    """What a session's ``bpftrace.txt`` says."""
+
+    #: (cgroup id, rest of the key or "", map name, value, the line verbatim)
+    map_rows: list[tuple[int | None, str, str, str, str]] = field(default_factory=list)
+    events: list[BpftraceEvent] = field(default_factory=list)
+    event_lines: list[str] = field(default_factory=list)
+    attached_probes: int | None = None
+    #: the BEGIN probe ran: every probe was attached
+    attached: bool = False
+    lost_events: int = 0
+    #: the END probe ran (its marker line is present), so the maps after it are final
+    complete: bool = False
+    unparsed_lines: int = 0
+    #: the lines that concern no cgroup in particular (attaching, markers, losses)
+    session_lines: list[str] = field(default_factory=list)
+
+    def for_cgroup(self, cgroup: int) -> InvocationTrace:
+        trace = InvocationTrace()
+        for event, line in zip(self.events, self.event_lines, strict=True):
+            if event.cgroup == cgroup:
+                trace.events.append(event)
+                trace.lines.append(line)
+        for cg, rest, name, value, line in self.map_rows:
+            if cg == cgroup:
+                trace.maps[f"{name}[{rest}]" if rest else name] = value
+                trace.lines.append(line)
+        return trace
+
+
+def parse_bpftrace(text: str) -> BpftraceTrace:
+    """Parse bpftrace's ``-o`` output: the "Attaching" line, the BEGIN marker, probe lines,
+    "Lost N events" warnings, the END marker and the map values printed after it."""
+    parsed = BpftraceTrace()
     for line in text.splitlines():
         line = line.rstrip()
         if not line:
             continue
         if (m := _ATTACHING.match(line)) is not None:
             parsed.attached_probes = int(m.group(1))
+            parsed.session_lines.append(line)
+        elif line == ATTACHED_MARKER:
+            parsed.attached = True
+            parsed.session_lines.append(line)
         elif (m := _LOST.search(line)) is not None:
             parsed.lost_events += int(m.group(1))
+            parsed.session_lines.append(line)
         elif line == END_MARKER:
             parsed.complete = True
+            parsed.session_lines.append(line)
         elif parsed.complete and (m := _MAP.match(line)) is not None:
-            parsed.maps[m.group("name")] = m.group("value")
+            key = m.group("key") or ""
+            first, _, rest = key.partition(",")
+            cgroup = int(first) if first.strip().isdigit() else None
+            parsed.map_rows.append((cgroup, rest.strip(), m.group("name"), m.group("value"), line))
         elif (event := _event(line)) is not None:
             parsed.events.append(event)
+            parsed.event_lines.append(line)
         else:
             parsed.unparsed_lines += 1
     return parsed
 
 
-class BpftraceCollector(ProcessCollector):
-    """Runs the client under ``bpftrace -c`` with ``probes/client.bt``."""
+def summarize(
+    trace: InvocationTrace,
+    session: BpftraceTrace,
+    counters: Sequence[str],
+    absent_symbols: Sequence[str],
+) -> dict[str, Any]:
+    """The ``observed.bpftrace`` record of one invocation.
+
+    ``counters`` are the maps the script defines; one that a complete session did not print
+    for this cgroup belongs to probes that attached and never fired for it: an observed 0.
+    A counter fed by a uprobe whose symbol the binary lacks is omitted (and its function
+    listed in ``absent_symbols``), never reported as 0; so is one the script does not define.
+    """
+    absent_maps = {UPROBE_COUNTERS[s] for s in absent_symbols if s in UPROBE_COUNTERS}
+    summary: dict[str, Any] = {}
+    unprinted: list[str] = []
+    for name, key in COUNTER_KEYS.items():
+        if name in absent_maps or name not in counters:
+            continue
+        value = trace.counter(name)
+        if value is None:
+            unprinted.append(name)
+        summary[key] = 0 if value is None else value
+    summary.update(
+        destinations=trace.destinations,
+        maps=dict(sorted(trace.maps.items())),
+        absent_symbols=sorted(absent_symbols),
+        unprinted_maps=unprinted,
+        function_entries=dict(sorted(trace.function_entries().items())),
+        uring_ops=trace.uring_ops(),
+        undecodable=trace.undecodable(),
+        attached_probes=session.attached_probes,
+        lost_events=session.lost_events,
+        # printf lines (destinations, entries) can be lost; the maps never are
+        events_complete=session.lost_events == 0,
+    )
+    return summary
+
+
+class BpftraceSession(SessionCollector):
+    """One ``bpftrace`` per pass running ``probes/client.bt``, filtered to the pass's
+    invocation cgroups."""
 
     name: ClassVar[str] = "bpftrace"
-    accepted_status: ClassVar[tuple[int, ...] | None] = (0,)
-    passes_exit_status: ClassVar[bool] = False
 
-    def __init__(self, *, script: Path = DEFAULT_SCRIPT) -> None:
+    def __init__(self, *, script: Path = DEFAULT_SCRIPT, ready_timeout_s: float = READY_TIMEOUT_S):
         self.script = script
+        self.ready_timeout_s = ready_timeout_s
+        self._bg: procs.Background | None = None
+        self._ctx: PassContext | None = None
+        self._rendered: RenderedScript | None = None
 
     @classmethod
     def probe(cls) -> ObserverStatus:
@@ -327,58 +431,112 @@ class BpftraceCollector(ProcessCollector):
             reason = _attach_test(path, Path(tmp), detail)
         return ObserverStatus(reason is None, reason, detail)
 
-    def wrap(self, client_argv: list[str], ctx: InvocationContext) -> list[str]:
-        binary = str(ctx.client_path.resolve())
-        check_command_word(binary, "the client path")
-        if ":" in binary:
-            raise CollectorError(
-                f"bpftrace cannot attach uprobes to {binary!r}: the path contains ':', which "
-                "separates the parts of an attach point; use a path without ':'."
-            )
-        for word in client_argv:
-            check_command_word(word, "the client argument")
-        out = ctx.out_dir / OUTPUT_NAME
-        check_command_word(str(out), "the output path")
-        symbols = ctx.out_dir / SYMBOLS_NAME
-        present = _symbols(binary, symbols, ctx)
+    def _paths(self, ctx: PassContext) -> tuple[Path, Path, Path, Path]:
+        return (
+            ctx.out_dir / SCRIPT_NAME,
+            ctx.out_dir / OUTPUT_NAME,
+            ctx.out_dir / STDERR_NAME,
+            ctx.out_dir / SYMBOLS_NAME,
+        )
+
+    def start(self, ctx: PassContext) -> None:
+        self._ctx = ctx
+        binary = str(ctx.client_path)
+        check_attach_path(binary)
+        groups = [w.cgroup_path for w in ctx.windows if w.cgroup_path is not None]
+        if len(groups) != len(ctx.windows):
+            raise CollectorError("bpftrace needs a cgroup per invocation (the sandbox is off).")
+        script, out, err, symbols = self._paths(ctx)
+        present = _symbols(binary, symbols, ctx.log)
         template = self.script.read_text(encoding="utf-8")
-        rendered = render_script(template, binary, present)
-        script = ctx.out_dir / SCRIPT_NAME
-        script.write_text(rendered.text, encoding="utf-8")
-        tool = procs.which("bpftrace") or "bpftrace"
-        return [tool, "-o", str(out), str(script), "-c", " ".join(client_argv)]
+        self._rendered = render_script(template, binary, present, cgroup_filter(groups))
+        script.write_text(self._rendered.text, encoding="utf-8")
+        tool = procs.require_tool("bpftrace")
+        self._bg = procs.Background(
+            [tool, "-o", str(out), str(script)],
+            purpose="bpftrace session for one pass (every invocation's cgroup)",
+            log=ctx.log,
+            tool="bpftrace",
+            stderr=err,
+            stop_signal=signal.SIGINT,
+            grace_s=STOP_GRACE_S,
+        )
+        self._bg.__enter__()
+        deadline = time.monotonic() + self.ready_timeout_s
+        while time.monotonic() < deadline:
+            text = out.read_text(errors="replace") if out.exists() else ""
+            announced = _ATTACHING.search(text)
+            if announced is not None and attached_links(self._bg.pid) >= int(announced.group(1)):
+                # the last link may be opened but not yet enabled: a moment for its ioctl
+                time.sleep(0.05)
+                return
+            if not self._bg.alive():
+                done = self._bg.stop()
+                why = _stderr_excerpt(err) or f"exit status {done.exit_status}"
+                raise CollectorError(f"bpftrace could not attach its probes: {why}")
+            time.sleep(0.02)
+        self._bg.stop()
+        raise CollectorError(
+            f"bpftrace did not finish attaching within {self.ready_timeout_s:g} s."
+        )
 
-    def collect(self, ctx: InvocationContext, completed: Completed) -> CollectorOutput:
-        script = ctx.out_dir / SCRIPT_NAME
-        out = ctx.out_dir / OUTPUT_NAME
-        kept = [p for p in (script, ctx.out_dir / SYMBOLS_NAME, out) if p.exists()]
-        artifacts = [ctx.relative(p) for p in kept]
-        if not script.exists():
-            return CollectorOutput(
-                self.name, None, artifacts, error=f"the probe script {SCRIPT_NAME} was not written."
-            )
+    def stop(self) -> dict[int, CollectorOutput]:
+        ctx, bg, rendered = self._ctx, self._bg, self._rendered
+        if ctx is None or bg is None or rendered is None:
+            return {}
+        done = bg.stop()
+        script, out, err, symbols = self._paths(ctx)
+        session_artifacts = [ctx.relative(p) for p in (script, symbols, out, err) if p.exists()]
         text = out.read_text(encoding="utf-8", errors="replace") if out.exists() else ""
-        parsed = parse_bpftrace(text)
-        client_status = parsed.exit_status
-        error = _failure(completed, parsed, ctx.timeout_s)
-        if error is not None:
-            return CollectorOutput(
-                self.name, None, artifacts, error=error, client_exit_status=client_status
-            )
-        rendered = script.read_text(encoding="utf-8")
-        attached = script_uprobes(rendered)
-        absent = [f for f in template_uprobes(self.script.read_text()) if f not in attached]
-        summary = parsed.to_summary(defined_counters(rendered), absent)
-        return CollectorOutput(self.name, summary, artifacts, client_exit_status=client_status)
+        session = parse_bpftrace(text)
+        error = _failure(done, session, err)
+        counters = defined_counters(rendered.text)
+        absent = list(rendered.absent_symbols)
+        outputs: dict[int, CollectorOutput] = {}
+        for window in ctx.windows:
+            artifacts = list(session_artifacts)
+            trace = session.for_cgroup(window.cgroup_id or -1)
+            split = window.out_dir / OUTPUT_NAME
+            window.out_dir.mkdir(parents=True, exist_ok=True)
+            lines = [*session.session_lines[:2], *trace.lines, *session.session_lines[2:]]
+            split.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+            artifacts.append(ctx.relative(split))
+            if error is not None:
+                outputs[window.index] = CollectorOutput(self.name, None, artifacts, error=error)
+                continue
+            summary = summarize(trace, session, counters, absent)
+            summary["cgroup_id"] = window.cgroup_id
+            outputs[window.index] = CollectorOutput(self.name, summary, artifacts)
+        return outputs
 
 
-def stderr_excerpt(completed: Completed, limit: int = procs.STDERR_EXCERPT) -> str:
-    """The end of the wrapped command's stderr without bpftrace's harmless RLIMIT_MEMLOCK
-    complaint (printed on kernels that account BPF memory without that limit)."""
-    if not completed.stderr_path:
-        return ""
+def attached_links(pid: int, proc: Path = Path("/proc")) -> int:
+    """How many perf-event links ``pid`` holds: one per attach point once attached.
+
+    bpftrace 0.17 announces "Attaching N probes..." before it attaches, and its probe output
+    (the BEGIN probe's marker included) reaches the ``-o`` file only when its perf ring
+    buffer wakes it (after a watermark of events) or at exit; so readiness is read from the
+    kernel's side instead: N perf-event descriptors open in the bpftrace process."""
+    fds = proc / str(pid) / "fd"
+    count = 0
     try:
-        text = Path(completed.stderr_path).read_text(encoding="utf-8", errors="replace")
+        entries = list(fds.iterdir())
+    except OSError:
+        return 0
+    for entry in entries:
+        try:
+            if os.readlink(entry) == "anon_inode:[perf_event]":
+                count += 1
+        except OSError:
+            continue
+    return count
+
+
+def _stderr_excerpt(path: Path, limit: int = procs.STDERR_EXCERPT) -> str:
+    """The end of bpftrace's stderr without its harmless RLIMIT_MEMLOCK complaint (printed
+    on kernels that account BPF memory without that limit)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return ""
     lines = [ln for ln in text.splitlines() if "RLIMIT_MEMLOCK" not in ln and ln.strip()]
@@ -386,30 +544,26 @@ def stderr_excerpt(completed: Completed, limit: int = procs.STDERR_EXCERPT) -> s
     return joined if len(joined) <= limit else "…" + joined[-limit:]
 
 
-def _failure(completed: Completed, parsed: BpftraceSummary, timeout_s: float) -> str | None:
-    """One sentence when the trace cannot be trusted as complete, else None."""
-    stderr = stderr_excerpt(completed)
-    if completed.timed_out:
+def _failure(done: procs.Completed, parsed: BpftraceTrace, stderr: Path) -> str | None:
+    """One sentence when the session's output cannot be trusted as complete, else None."""
+    if done.timed_out:
         return (
-            f"bpftrace and the client did not finish within {timeout_s:g} s; "
+            f"bpftrace did not stop within {STOP_GRACE_S:g} s of being interrupted; "
             f"{OUTPUT_NAME} is incomplete."
         )
-    if completed.killed_by_signal is not None:
-        return (
-            f"bpftrace was killed by signal {completed.killed_by_signal}; "
-            f"{OUTPUT_NAME} is truncated."
-        )
-    if completed.exit_status != 0:
-        why = f": {stderr}" if stderr else ""
-        return f"bpftrace exited with status {completed.exit_status}{why}"
-    if parsed.attached_probes is None:
-        return f"bpftrace attached no probes ({OUTPUT_NAME} lacks 'Attaching N probes')."
+    if done.killed_by_signal is not None:
+        return f"bpftrace was killed by signal {done.killed_by_signal}; {OUTPUT_NAME} is truncated."
+    if done.exit_status != 0:
+        why = _stderr_excerpt(stderr)
+        return f"bpftrace exited with status {done.exit_status}{': ' + why if why else ''}"
+    if not parsed.attached:
+        return f"bpftrace never reported its probes attached ({OUTPUT_NAME} lacks the marker)."
     if not parsed.complete:
         return f"{OUTPUT_NAME} ends before the END probe's marker; the trace is truncated."
     return None
 
 
-def _symbols(binary: str, keep: Path, ctx: InvocationContext) -> set[str]:
+def _symbols(binary: str, keep: Path, log: procs.CommandLog | None) -> set[str]:
     """Function symbols of ``binary`` (symbol table, else dynamic symbols), via nm; the
     listing is kept. A binary nm cannot read gets no uprobes (all reported absent)."""
     nm = procs.which("nm")
@@ -423,7 +577,7 @@ def _symbols(binary: str, keep: Path, ctx: InvocationContext) -> set[str]:
         done = procs.run(
             [nm, *flags, binary],
             purpose="client symbols for bpftrace uprobes",
-            log=ctx.log,
+            log=log,
             stdout=keep,
             stderr=keep.with_suffix(".err"),
             timeout=60,
@@ -501,10 +655,11 @@ def _attach_test(tool: str, tmp: Path, detail: dict[str, Any]) -> str | None:
     """Run the real script (no client uprobes) plus a uprobe on libc's exit under
     ``-c true``: proves that every tracepoint, the BTF casts and uprobes attach and fire."""
     true = procs.which("true") or "/bin/true"
-    rendered = render_script(DEFAULT_SCRIPT.read_text(encoding="utf-8"), true, ())
+    rendered = render_script(DEFAULT_SCRIPT.read_text(encoding="utf-8"), true, (), "pid == cpid")
     script = tmp / "probe.bt"
+    # after the rendered text: its #define lines must come before any probe
     script.write_text(
-        "uprobe:libc:exit /pid == cpid/ { @probe_uprobe = count(); }\n" + rendered.text
+        rendered.text + "\nuprobe:libc:exit /pid == cpid/ { @probe_uprobe = count(); }\n"
     )
     out = tmp / "out.txt"
     done = procs.run(
@@ -520,9 +675,10 @@ def _attach_test(tool: str, tmp: Path, detail: dict[str, Any]) -> str | None:
     detail["version"] = version.read_text(errors="replace").strip() or None
     parsed = parse_bpftrace(out.read_text(errors="replace") if out.exists() else "")
     if done.exit_status != 0 or not parsed.complete:
-        excerpt = stderr_excerpt(done) or f"exit status {done.exit_status}"
+        excerpt = _stderr_excerpt(tmp / "stderr") or f"exit status {done.exit_status}"
         return f"bpftrace could not attach the lab's probes here ({excerpt})."
-    if parsed.counter("@probe_uprobe") != 1:
+    fired = [value for _, _, name, value, _ in parsed.map_rows if name == "@probe_uprobe"]
+    if fired != ["1"]:
         return (
             "bpftrace attached a uprobe on libc's exit() but it never fired; "
             "uprobes do not work here."

@@ -1,18 +1,24 @@
-"""The packet collector: tcpdump on loopback, filtered on the fixture ports, around one
-invocation. It is passive, so it runs beside any pass (it never wraps the client).
+"""The packet collector: tcpdump once per pass, inside the pass's network namespace, on
+every interface and with no filter, so that every packet a client emits — by any API, from
+any descendant — is captured and its destination judged. It is passive, so it runs beside
+any pass. Packets are attributed to an invocation by its time window (the namespace holds
+only the receiver, the decoy and one client at a time).
 
     status = PacketCapture.probe()
-    if capture_wanted(options.packets, status):      # raises CollectorError if required
-        with PacketCapture(ctx) as capture:          # ports: receiver and decoy of ctx;
-            ...                                      # tcpdump listens before this runs
-        out = capture.stop()                         # CollectorOutput("packets", ...)
+    capture = PacketCapture()
+    capture.start(pass_ctx)         # tcpdump listens (inside the namespace) before this returns
+    ...                             # the invocations run; the runner fills each window
+    outputs = capture.stop()        # {1: CollectorOutput("packets", summary), ...}
 
-``start()`` and ``stop()`` may also be called directly; ``start`` raises
-:class:`~lab.errors.CollectorError` when tcpdump cannot listen (the runner then applies
-``--packets``), ``stop`` never raises: a failure is ``CollectorOutput.error``.
+``start`` raises :class:`~lab.errors.CollectorError` when tcpdump cannot listen (the runner
+then applies ``--packets``); ``stop`` never raises: a failure is ``CollectorOutput.error``.
+Without a namespace (the sandbox off) the capture falls back to ``lo`` filtered on the
+fixture ports, and says so.
 
-Kept verbatim: ``capture.pcap`` and ``tcpdump.stderr.txt`` (tcpdump's own counters); written
-from them: ``capture-summary.txt`` (one line per packet). The pcap is parsed with dpkt.
+Kept verbatim per pass: ``capture.pcap`` and ``tcpdump.stderr.txt`` (tcpdump's own
+counters); written from them per invocation: ``inv<N>/capture.pcap`` (that window's
+packets, same link type) and ``inv<N>/capture-summary.txt`` (one line per packet). The pcap
+is parsed with dpkt.
 """
 
 from __future__ import annotations
@@ -24,14 +30,13 @@ import struct
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any, ClassVar
 
 import dpkt
 
-from lab.collectors.base import CollectorOutput, InvocationContext
+from lab.collectors.base import CollectorOutput, PassContext, SessionCollector, Window
 from lab.errors import CollectorError, LabError, ToolMissingError
 from lab.host.procs import Background, Completed, require_tool
 from lab.model import ObserverStatus
@@ -40,6 +45,8 @@ PCAP_FILE = "capture.pcap"
 STDERR_FILE = "tcpdump.stderr.txt"
 SUMMARY_FILE = "capture-summary.txt"
 LOOPBACK = "lo"
+#: tcpdump's pseudo-interface for every interface (of the pass's namespace)
+ANY = "any"
 LOOPBACK_SYSFS = Path("/sys/class/net/lo")
 #: how long start() waits for tcpdump's "listening on lo" before giving up
 READY_TIMEOUT_S = 10.0
@@ -115,17 +122,21 @@ def parse_counters(stderr_text: str) -> dict[str, int | None]:
 @dataclass(frozen=True)
 class Packet:
     ts: float
-    proto: str  # "tcp" or "udp"
+    proto: str  # "tcp", "udp" or "icmp"
     src: str
     sport: int
     dst: str
     dport: int
-    #: tcpdump-style flags ("S", "S.", "P.", "F.", "R."); "" for UDP
+    #: tcpdump-style flags ("S", "S.", "P.", "F.", "R."); "" for UDP; "type N" for ICMP
     flags: str
     syn: bool
     ack: bool
     seq: int
     payload: int
+    #: the captured frame, verbatim (for the per-invocation pcap)
+    frame: bytes = field(default=b"", repr=False, compare=False)
+    #: ICMP type (None for TCP and UDP)
+    icmp_type: int | None = None
 
     @property
     def source(self) -> str:
@@ -133,7 +144,24 @@ class Packet:
 
     @property
     def destination(self) -> str:
+        if self.proto == "icmp":
+            return f"icmp:{self.dst}"
         return _endpoint(self.dst, self.dport)
+
+    @property
+    def initiates(self) -> bool:
+        """A packet that starts contact with its destination: a TCP SYN (not SYN-ACK), any
+        UDP datagram, an ICMP query (echo, timestamp …, not an error or a reply)."""
+        if self.proto == "tcp":
+            return self.syn and not self.ack
+        if self.proto == "icmp":
+            return self.icmp_type not in ICMP_NOT_INITIATING
+        return True
+
+
+#: ICMP (v4 and v6) types that answer or report rather than initiate: echo replies,
+#: destination unreachable, time exceeded, parameter problems, …
+ICMP_NOT_INITIATING = frozenset({0, 3, 4, 5, 11, 12, 14, 16, 18, 1, 2, 129})
 
 
 def _endpoint(ip: str, port: int) -> str:
@@ -194,57 +222,88 @@ def _addresses(ip: dpkt.Packet) -> tuple[str, str, int]:
 
 
 def read_pcap(data: bytes) -> tuple[int, list[Packet]]:
-    """Parse a pcap file's bytes into (link type, TCP/UDP packets)."""
+    """Parse a pcap file's bytes into (link type, TCP/UDP/ICMP packets)."""
     reader = dpkt.pcap.Reader(io.BytesIO(data))
     dlt = int(reader.datalink())
     packets: list[Packet] = []
-    for ts, frame in reader:
-        ip = _network(dlt, bytes(frame))
+    for ts, raw in reader:
+        frame = bytes(raw)
+        ip = _network(dlt, frame)
         if ip is None:
             continue
         src, dst, transport_len = _addresses(ip)
         segment = ip.data
+        stamp = float(ts)
         if isinstance(segment, dpkt.tcp.TCP):
             # Payload length from the headers, so that a snap-length cut cannot shrink it.
             payload = max(0, transport_len - segment.off * 4)
             packets.append(
                 Packet(
-                    ts=float(ts),
                     proto="tcp",
-                    src=src,
                     sport=segment.sport,
-                    dst=dst,
                     dport=segment.dport,
                     flags=_tcp_flags(segment.flags),
                     syn=bool(segment.flags & dpkt.tcp.TH_SYN),
                     ack=bool(segment.flags & dpkt.tcp.TH_ACK),
                     seq=segment.seq,
                     payload=payload,
+                    ts=stamp,
+                    src=src,
+                    dst=dst,
+                    frame=frame,
                 )
             )
         elif isinstance(segment, dpkt.udp.UDP):
             packets.append(
                 Packet(
-                    ts=float(ts),
                     proto="udp",
-                    src=src,
                     sport=segment.sport,
-                    dst=dst,
                     dport=segment.dport,
                     flags="",
                     syn=False,
                     ack=False,
                     seq=0,
                     payload=max(0, segment.ulen - 8),
+                    ts=stamp,
+                    src=src,
+                    dst=dst,
+                    frame=frame,
+                )
+            )
+        elif isinstance(segment, dpkt.icmp.ICMP | dpkt.icmp6.ICMP6):
+            packets.append(
+                Packet(
+                    proto="icmp",
+                    sport=0,
+                    dport=0,
+                    flags=f"type {segment.type}",
+                    syn=False,
+                    ack=False,
+                    seq=0,
+                    payload=max(0, transport_len - 4),
+                    icmp_type=int(segment.type),
+                    ts=stamp,
+                    src=src,
+                    dst=dst,
+                    frame=frame,
                 )
             )
     return dlt, packets
 
 
+def write_pcap(dlt: int, packets: Sequence[Packet]) -> bytes:
+    """A pcap file of ``packets`` (their frames verbatim), link type ``dlt``."""
+    out = io.BytesIO()
+    writer = dpkt.pcap.Writer(out, snaplen=SNAPLEN, linktype=dlt)
+    for p in packets:
+        writer.writepkt(p.frame, ts=p.ts)
+    return out.getvalue()
+
+
 def summary_lines(packets: Sequence[Packet]) -> Iterator[str]:
     """One readable line per packet for capture-summary.txt."""
     for p in packets:
-        flags = f" [{p.flags}]" if p.proto == "tcp" else ""
+        flags = f" [{p.flags}]" if p.flags else ""
         yield (f"{p.ts:.6f} {p.proto} {p.source} -> {p.destination}{flags} payload {p.payload}")
 
 
@@ -274,28 +333,32 @@ class _SequenceSpace:
 
 
 def summarize_packets(
-    packets: Sequence[Packet], receiver_port: int, decoy_port: int, ports: Sequence[int]
+    packets: Sequence[Packet], receiver_port: int, decoy_port: int
 ) -> dict[str, Any]:
-    """Per-port, per-direction counts; destinations are where connections (SYN) and UDP
-    datagrams went. TCP payload is counted in sequence space: a retransmitted byte counts
-    once (``retransmitted_bytes`` says how many were seen again)."""
+    """Per-port, per-direction counts, and every destination contacted: where connections
+    (SYN), UDP datagrams and ICMP queries went, whatever the port. TCP payload is counted in
+    sequence space: a retransmitted byte counts once (``retransmitted_bytes`` says how many
+    were seen again)."""
+    roles = {receiver_port: "receiver", decoy_port: "decoy"}
     flows: dict[tuple[int, str], dict[str, int]] = {}
     destinations: set[str] = set()
     connections: dict[int, int] = {}
     spaces: dict[tuple[str, int, str, int], _SequenceSpace] = {}
     retransmitted = 0
     for p in packets:
-        if p.dport in ports:
+        if p.initiates:
+            destinations.add(p.destination)
+            if p.proto == "tcp":
+                connections[p.dport] = connections.get(p.dport, 0) + 1
+        if p.dport in roles:
             port, direction = p.dport, "to"
-        elif p.sport in ports:
+        elif p.sport in roles:
             port, direction = p.sport, "from"
         else:
-            continue
+            port, direction = p.dport, "to"
         flow = flows.setdefault((port, direction), {"packets": 0, "payload_bytes": 0})
         flow["packets"] += 1
-        if p.proto == "udp":
-            if direction == "to":
-                destinations.add(p.destination)
+        if p.proto != "tcp":
             flow["payload_bytes"] += p.payload
             continue
         key = (p.src, p.sport, p.dst, p.dport)
@@ -303,9 +366,6 @@ def summarize_packets(
             # A SYN takes one sequence number; data starts after it. A port reused for a
             # new connection starts a new sequence space.
             spaces[key] = _SequenceSpace(p.seq + 1)
-            if not p.ack:
-                destinations.add(p.destination)
-                connections[p.dport] = connections.get(p.dport, 0) + 1
         if p.payload:
             space = spaces.setdefault(key, _SequenceSpace(p.seq))
             new = space.add(p.seq, p.payload)
@@ -315,7 +375,6 @@ def summarize_packets(
     def payload(port: int, direction: str) -> int:
         return flows.get((port, direction), {}).get("payload_bytes", 0)
 
-    roles = {receiver_port: "receiver", decoy_port: "decoy"}
     return {
         "packets": len(packets),
         "payload_bytes_to_receiver": payload(receiver_port, "to"),
@@ -345,11 +404,11 @@ def summarize_packets(
 # The capture
 
 
-def _tcpdump_argv(tcpdump: str, ports: Sequence[int]) -> list[str]:
-    return [
+def tcpdump_argv(tcpdump: str, interface: str, bpf_filter: str | None) -> list[str]:
+    argv = [
         tcpdump,
         "-i",
-        LOOPBACK,
+        interface,
         "-n",
         # Packets go to stdout (the pcap file) one by one (-U) and are handed over by the
         # kernel at once (--immediate-mode), so nothing is still buffered in the ring when
@@ -361,16 +420,16 @@ def _tcpdump_argv(tcpdump: str, ports: Sequence[int]) -> list[str]:
         str(SNAPLEN),
         "-w",
         "-",
-        capture_filter(ports),
     ]
+    return [*argv, bpf_filter] if bpf_filter else argv
 
 
-def _wait_listening(bg: Background, stderr: Path, timeout_s: float) -> str | None:
+def _wait_listening(bg: Background, stderr: Path, interface: str, timeout_s: float) -> str | None:
     """None once tcpdump says it is listening; else why not (one clause)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         text = stderr.read_text(errors="replace") if stderr.exists() else ""
-        if f"listening on {LOOPBACK}" in text:
+        if f"listening on {interface}" in text:
             return None
         if not bg.alive():
             done = bg.stop()
@@ -378,10 +437,10 @@ def _wait_listening(bg: Background, stderr: Path, timeout_s: float) -> str | Non
                 ln.strip() for ln in done.stderr_excerpt().splitlines() if ln.strip()
             )
             detail = excerpt or f"exit status {done.exit_status}"
-            return f"tcpdump exited before listening on {LOOPBACK} ({detail})"
+            return f"tcpdump exited before listening on {interface} ({detail})"
         time.sleep(0.02)
     bg.stop()
-    return f"tcpdump did not report listening on {LOOPBACK} within {timeout_s:g} s"
+    return f"tcpdump did not report listening on {interface} within {timeout_s:g} s"
 
 
 def _wait_quiet(path: Path, timeout_s: float = DRAIN_TIMEOUT_S) -> None:
@@ -398,38 +457,22 @@ def _wait_quiet(path: Path, timeout_s: float = DRAIN_TIMEOUT_S) -> None:
         time.sleep(0.05)
 
 
-class PacketCapture:
-    """tcpdump on loopback around one invocation (not a ProcessCollector: it is passive)."""
+def in_window(packet: Packet, window: Window) -> bool:
+    return window.start <= packet.ts <= window.end
+
+
+class PacketCapture(SessionCollector):
+    """tcpdump around one pass: inside its network namespace on ``any`` with no filter (or,
+    with no namespace, on ``lo`` filtered on the fixture ports)."""
 
     name: ClassVar[str] = "packets"
 
-    def __init__(
-        self,
-        ctx: InvocationContext,
-        ports: list[int] | None = None,
-        *,
-        ready_timeout_s: float = READY_TIMEOUT_S,
-    ) -> None:
-        self.ctx = ctx
-        self.ports = ports if ports is not None else [ctx.receiver_port, ctx.decoy_port]
+    def __init__(self, *, ready_timeout_s: float = READY_TIMEOUT_S) -> None:
         self.ready_timeout_s = ready_timeout_s
-        self.pcap = ctx.out_dir / PCAP_FILE
-        self.stderr = ctx.out_dir / STDERR_FILE
+        self._ctx: PassContext | None = None
         self._bg: Background | None = None
-        self._output: CollectorOutput | None = None
-
-    def __enter__(self) -> PacketCapture:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        # Never leave tcpdump running, even when the invocation failed.
-        self.stop()
+        self.interface = ANY
+        self.filter: str | None = None
 
     @classmethod
     def probe(cls) -> ObserverStatus:
@@ -444,7 +487,7 @@ class PacketCapture:
             stderr = Path(tmp) / STDERR_FILE
             # Port 9 (discard): nothing of ours uses it; the filter only has to compile.
             bg = Background(
-                _tcpdump_argv(tcpdump, [9]),
+                tcpdump_argv(tcpdump, LOOPBACK, capture_filter([9])),
                 purpose="packet capture probe",
                 tool="tcpdump",
                 stdout=Path(tmp) / PCAP_FILE,
@@ -454,7 +497,7 @@ class PacketCapture:
                 bg.__enter__()
             except LabError as exc:
                 return ObserverStatus(False, str(exc))
-            failure = _wait_listening(bg, stderr, READY_TIMEOUT_S)
+            failure = _wait_listening(bg, stderr, LOOPBACK, READY_TIMEOUT_S)
             bg.stop()
             if failure is not None:
                 hint = (
@@ -465,77 +508,92 @@ class PacketCapture:
                 return ObserverStatus(False, f"{failure}{hint}")
         return ObserverStatus(True, None, {"interface": LOOPBACK})
 
-    def start(self) -> None:
+    def _paths(self, ctx: PassContext) -> tuple[Path, Path]:
+        return ctx.out_dir / PCAP_FILE, ctx.out_dir / STDERR_FILE
+
+    def start(self, ctx: PassContext) -> None:
         """Start tcpdump; return once it listens. Raises :class:`CollectorError`."""
+        self._ctx = ctx
+        pcap, stderr = self._paths(ctx)
+        if ctx.netns_argv:
+            self.interface, self.filter = ANY, None
+        else:
+            ports = [ctx.receiver_address[1], ctx.decoy_address[1]]
+            self.interface, self.filter = LOOPBACK, capture_filter(ports)
         try:
             tcpdump = require_tool("tcpdump")
             self._bg = Background(
-                _tcpdump_argv(tcpdump, self.ports),
-                purpose="packet capture (tcpdump on lo)",
-                log=self.ctx.log,
+                [*ctx.netns_argv, *tcpdump_argv(tcpdump, self.interface, self.filter)],
+                purpose=f"packet capture for one pass (tcpdump on {self.interface})",
+                log=ctx.log,
                 tool="tcpdump",
-                stdout=self.pcap,
-                stderr=self.stderr,
+                stdout=pcap,
+                stderr=stderr,
             )
             self._bg.__enter__()
         except LabError as exc:
             raise CollectorError(f"packet capture could not start: {exc}") from exc
-        failure = _wait_listening(self._bg, self.stderr, self.ready_timeout_s)
+        failure = _wait_listening(self._bg, stderr, self.interface, self.ready_timeout_s)
         if failure is not None:
             raise CollectorError(f"packet capture could not start: {failure}.")
 
-    def stop(self) -> CollectorOutput:
+    def stop(self) -> dict[int, CollectorOutput]:
         """Interrupt tcpdump (SIGINT), then parse its counters and the pcap. Idempotent."""
-        if self._output is not None:
-            return self._output
-        if self._bg is None:
-            return CollectorOutput(self.name, None, error="packet capture was never started")
-        _wait_quiet(self.pcap)
-        done = self._bg.stop()
-        self._output = self.collect(done)
-        return self._output
+        ctx, bg = self._ctx, self._bg
+        if ctx is None or bg is None:
+            return {}
+        pcap, _ = self._paths(ctx)
+        _wait_quiet(pcap)
+        done = bg.stop()
+        return self.collect(ctx, done)
 
-    def collect(self, done: Completed) -> CollectorOutput:
-        ctx = self.ctx
-        artifacts = [ctx.relative(p) for p in (self.pcap, self.stderr) if p.exists()]
-        counters = parse_counters(
-            self.stderr.read_text(errors="replace") if self.stderr.exists() else ""
-        )
+    def collect(self, ctx: PassContext, done: Completed) -> dict[int, CollectorOutput]:
+        pcap, stderr = self._paths(ctx)
+        session = [ctx.relative(p) for p in (pcap, stderr) if p.exists()]
+        counters = parse_counters(stderr.read_text(errors="replace") if stderr.exists() else "")
+        error: str | None = None
+        dlt, packets = DLT_LINUX_SLL2, list[Packet]()
         if counters["captured"] is None or counters["dropped_by_kernel"] is None:
             how = (
                 f"was killed by signal {done.killed_by_signal}"
                 if done.killed_by_signal
                 else f"exited with status {done.exit_status}"
             )
-            return CollectorOutput(
-                self.name,
-                None,
-                artifacts=artifacts,
-                error=f"tcpdump {how} without reporting its packet counters",
+            error = f"tcpdump {how} without reporting its packet counters"
+        else:
+            try:
+                dlt, packets = read_pcap(pcap.read_bytes())
+            except (OSError, ValueError, IndexError, struct.error, dpkt.dpkt.Error) as exc:
+                error = f"{PCAP_FILE} could not be parsed ({type(exc).__name__}: {exc})"
+        outside = sum(1 for p in packets if not any(in_window(p, w) for w in ctx.windows))
+        outputs: dict[int, CollectorOutput] = {}
+        for window in ctx.windows:
+            if error is not None:
+                outputs[window.index] = CollectorOutput(self.name, None, session, error=error)
+                continue
+            mine = [p for p in packets if in_window(p, window)]
+            window.out_dir.mkdir(parents=True, exist_ok=True)
+            slice_path = window.out_dir / PCAP_FILE
+            slice_path.write_bytes(write_pcap(dlt, mine))
+            summary_path = window.out_dir / SUMMARY_FILE
+            summary_path.write_text("".join(line + "\n" for line in summary_lines(mine)))
+            summary = summarize_packets(mine, ctx.receiver_address[1], ctx.decoy_address[1])
+            summary.update(
+                {
+                    # tcpdump counts per capture: a drop cannot be told apart per invocation
+                    "captured": counters["captured"],
+                    "received_by_filter": counters["received_by_filter"],
+                    "dropped_by_kernel": counters["dropped_by_kernel"],
+                    # tcpdump prints this line only when the count is not zero
+                    "dropped_by_interface": counters["dropped_by_interface"] or 0,
+                    "counters_scope": "pass",
+                    "packets_outside_invocations": outside,
+                    "link_type": dlt,
+                    "interface": self.interface,
+                    "namespace": bool(ctx.netns_argv),
+                    "filter": self.filter,
+                }
             )
-        try:
-            dlt, packets = read_pcap(self.pcap.read_bytes())
-        except (OSError, ValueError, IndexError, struct.error, dpkt.dpkt.Error) as exc:
-            return CollectorOutput(
-                self.name,
-                None,
-                artifacts=artifacts,
-                error=f"{PCAP_FILE} could not be parsed ({type(exc).__name__}: {exc})",
-            )
-        summary_path = ctx.out_dir / SUMMARY_FILE
-        summary_path.write_text("".join(line + "\n" for line in summary_lines(packets)))
-        artifacts.append(ctx.relative(summary_path))
-        summary = summarize_packets(packets, ctx.receiver_port, ctx.decoy_port, self.ports)
-        summary.update(
-            {
-                "captured": counters["captured"],
-                "received_by_filter": counters["received_by_filter"],
-                "dropped_by_kernel": counters["dropped_by_kernel"],
-                # tcpdump prints this line only when the count is not zero
-                "dropped_by_interface": counters["dropped_by_interface"] or 0,
-                "link_type": dlt,
-                "interface": LOOPBACK,
-                "filter": capture_filter(self.ports),
-            }
-        )
-        return CollectorOutput(self.name, summary, artifacts=sorted(artifacts))
+            artifacts = sorted([*session, ctx.relative(slice_path), ctx.relative(summary_path)])
+            outputs[window.index] = CollectorOutput(self.name, summary, artifacts=artifacts)
+        return outputs

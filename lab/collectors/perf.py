@@ -381,7 +381,6 @@ class PerfCollector(ProcessCollector):
     # perf record waits for its workload and exits with the workload's status (or dies of
     # the same signal), so every status is the client's.
     accepted_status: ClassVar[tuple[int, ...] | None] = None
-    passes_exit_status: ClassVar[bool] = True
 
     def __init__(self, *, choice: EventChoice | None = None) -> None:
         self.choice = choice if choice is not None else choose_event()

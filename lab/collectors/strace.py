@@ -29,6 +29,7 @@ from lab.collectors.base import CollectorOutput, InvocationContext, ProcessColle
 from lab.host import procs
 from lab.host.procs import Completed
 from lab.model import ObserverStatus
+from lab.sandbox.jail import JAIL_EXECS
 
 TRACE_NAME = "strace.txt"
 #: ``-s``: bytes of each string argument strace prints (payload stays out of the trace)
@@ -215,6 +216,10 @@ class StraceSummary:
     killed_by_signal: int | None = None
     #: True when the initial process's end ("+++ exited/killed +++") is in the trace
     complete: bool = False
+    #: channels the client used whose destinations a syscall trace cannot see
+    undecodable: list[str] = field(default_factory=list)
+    #: calls of the sandbox's own steps (before the client's exec), left out of the rest
+    sandbox_syscalls: int = 0
     #: lines that are neither calls, resumptions, signals nor exits (kept count, not hidden)
     unparsed_lines: int = 0
 
@@ -231,6 +236,8 @@ class StraceSummary:
             "exit_status": self.exit_status,
             "killed_by_signal": self.killed_by_signal,
             "unparsed_lines": self.unparsed_lines,
+            "undecodable": list(self.undecodable),
+            "sandbox_syscalls": self.sandbox_syscalls,
         }
 
 
@@ -239,6 +246,14 @@ def _signal_number(name: str) -> int | None:
         return int(signal.Signals[name])
     except KeyError:
         return None
+
+
+def _number(raw: str) -> int:
+    """A result as strace prints it: decimal, hexadecimal, or octal with a leading 0
+    (``umask(…) = 022``)."""
+    if len(raw) > 1 and raw.startswith("0") and raw[1:].isdigit():
+        return int(raw, 8)
+    return int(raw, 0)
 
 
 def _result(tail: str) -> tuple[str, int | None, str | None, float | None] | None:
@@ -252,7 +267,7 @@ def _result(tail: str) -> tuple[str, int | None, str | None, float | None] | Non
         r = _RESULT.match(tail[eq.end() :].strip())
         if r is not None:
             raw = r.group("ret")
-            ret = None if raw == "?" else int(raw, 0)
+            ret = None if raw == "?" else _number(raw)
             return tail[: eq.start()], ret, r.group("errno"), duration
     return None
 
@@ -326,8 +341,55 @@ def iter_syscalls(text: str) -> tuple[list[Syscall], StraceSummary]:
     return calls, summary
 
 
-def parse_strace(text: str, source_path: str) -> StraceSummary:
+#: calls that create a process or thread; their result is the new pid
+FORK_CALLS = frozenset({"clone", "clone3", "fork", "vfork"})
+#: calls whose network effects (io_uring's CONNECT, SENDMSG, …) a syscall trace cannot see
+OPAQUE_CALLS = frozenset({"io_uring_setup", "io_uring_enter", "io_uring_register"})
+
+
+def client_calls(
+    calls: list[Syscall], client_pid: int, execs_before_client: int
+) -> tuple[list[Syscall], int]:
+    """The calls of the client and its descendants: ``client_pid``'s calls from its
+    ``execs_before_client + 1``-th successful execve on (the ones before are the sandbox's
+    steps: the joining shell, capsh, prlimit), and every call of a process it created after
+    that. Returns (those calls, how many processes they come from)."""
+    children: dict[int, list[int]] = {}
+    execs = 0
+    started_at: int | None = None
+    for i, call in enumerate(calls):
+        if call.pid == client_pid and call.name == "execve" and call.ret == 0:
+            execs += 1
+            if execs == execs_before_client + 1 and started_at is None:
+                started_at = i
+        forked = call.name in FORK_CALLS and call.ret is not None and call.ret > 0
+        if forked and (call.pid != client_pid or started_at is not None):
+            children.setdefault(call.pid, []).append(int(call.ret or 0))
+    if started_at is None:
+        return [], 0
+    family = {client_pid}
+    todo = [client_pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in family:
+                family.add(child)
+                todo.append(child)
+    kept = [
+        c
+        for i, c in enumerate(calls)
+        if c.pid in family and (c.pid != client_pid or i >= started_at)
+    ]
+    return kept, len(family)
+
+
+def parse_strace(
+    text: str, source_path: str, *, client_pid: int | None = None, execs_before_client: int = 0
+) -> StraceSummary:
     """Summarise an ``strace -f -ttt -T -yy`` trace.
+
+    With ``client_pid`` (the sandbox's main process), only the client's part of the trace
+    counts (:func:`client_calls`): the sandbox's own steps are counted apart
+    (``sandbox_syscalls``) and never taken for the client's.
 
     ``source_path`` is the source file's resolved path (strace decodes descriptors from
     ``/proc``, so it shows the real path, not a symlink). Source bytes are the positive
@@ -338,7 +400,12 @@ def parse_strace(text: str, source_path: str) -> StraceSummary:
     connect, sendto, sendmsg and sendmmsg, whatever their result.
     """
     calls, summary = iter_syscalls(text)
+    if client_pid is not None:
+        total = len(calls)
+        calls, summary.processes = client_calls(calls, client_pid, execs_before_client)
+        summary.sandbox_syscalls = total - len(calls)
     destinations: set[str] = set()
+    opaque: set[str] = set()
     summary.syscalls = len(calls)
     for call in calls:
         args = split_args(call.args)
@@ -360,7 +427,14 @@ def parse_strace(text: str, source_path: str) -> StraceSummary:
             summary.connects += 1
         if call.name in ADDRESS_CALLS:
             destinations.update(destinations_in(call.args))
+        if call.name in OPAQUE_CALLS:
+            opaque.add(call.name)
     summary.destinations = sorted(destinations)
+    if opaque:
+        summary.undecodable = [
+            f"io_uring ({', '.join(sorted(opaque))}): the operations it submits are not "
+            "system calls, so their destinations are not in the trace"
+        ]
     return summary
 
 
@@ -387,7 +461,6 @@ class StraceCollector(ProcessCollector):
 
     name: ClassVar[str] = "strace"
     accepted_status: ClassVar[tuple[int, ...] | None] = None
-    passes_exit_status: ClassVar[bool] = True
 
     @classmethod
     def probe(cls) -> ObserverStatus:
@@ -468,7 +541,12 @@ class StraceCollector(ProcessCollector):
                 f"the trace {TRACE_NAME} is incomplete.",
             )
         text = trace.read_text(encoding="utf-8", errors="replace")
-        summary = parse_strace(text, str(ctx.source_path.resolve()))
+        summary = parse_strace(
+            text,
+            str(ctx.source_path.resolve()),
+            client_pid=ctx.client_pid,
+            execs_before_client=JAIL_EXECS if ctx.client_pid is not None else 0,
+        )
         if not summary.complete:
             why = completed.stderr_excerpt()
             return CollectorOutput(

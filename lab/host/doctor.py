@@ -75,7 +75,7 @@ COLLECTORS: tuple[str, ...] = ("strace", "bpftrace", "perf", "packets")
 #: hide the others (and collectors may import from here without a cycle)
 _COLLECTOR_CLASSES: dict[str, tuple[str, str]] = {
     "strace": ("lab.collectors.strace", "StraceCollector"),
-    "bpftrace": ("lab.collectors.bpftrace", "BpftraceCollector"),
+    "bpftrace": ("lab.collectors.bpftrace", "BpftraceSession"),
     "perf": ("lab.collectors.perf", "PerfCollector"),
     "packets": ("lab.collectors.packets", "PacketCapture"),
 }

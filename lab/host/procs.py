@@ -53,6 +53,14 @@ TOOL_PACKAGES: dict[str, str] = {
     "openssl": "openssl",
     "patch": "patch",
     "git": "git",
+    "bwrap": "bubblewrap",
+    "setpriv": "util-linux",
+    "capsh": "libcap2-bin",
+    "nsenter": "util-linux",
+    "prlimit": "util-linux",
+    "unshare": "util-linux",
+    "ip": "iproute2",
+    "useradd": "passwd",
 }
 
 #: bound on how much of a failing command's stderr goes into an error message
@@ -185,9 +193,16 @@ def stop_all(grace_s: float = 2.0) -> list[str]:
     return stopped
 
 
-def _open_out(path: Path | None) -> IO[bytes] | int:
+#: where a child's output goes: a file path, an open descriptor (a pipe's write end, which
+#: the caller keeps and closes), or nowhere
+Output = Path | int | None
+
+
+def _open_out(path: Output) -> IO[bytes] | int:
     if path is None:
         return subprocess.DEVNULL
+    if isinstance(path, int):
+        return path
     path.parent.mkdir(parents=True, exist_ok=True)
     return open(path, "wb")
 
@@ -197,11 +212,12 @@ def _spawn(
     *,
     purpose: str,
     tool: str | None,
-    stdout: Path | None,
-    stderr: Path | None,
+    stdout: Output,
+    stderr: Output,
     stdin: Path | None,
     env: Mapping[str, str] | None,
     cwd: Path | None,
+    pass_fds: Sequence[int] = (),
 ) -> subprocess.Popen[bytes]:
     if tool is not None:
         require_tool(tool)
@@ -219,6 +235,7 @@ def _spawn(
             env=dict(env) if env is not None else None,
             cwd=str(cwd) if cwd is not None else None,
             start_new_session=True,
+            pass_fds=tuple(pass_fds),
         )
     except FileNotFoundError as exc:
         name = tool or os.path.basename(argv[0])
@@ -277,8 +294,8 @@ def _completed(
     usage: Any,
     started: float,
     t0: float,
-    stdout: Path | None,
-    stderr: Path | None,
+    stdout: Output,
+    stderr: Output,
     timed_out: bool,
 ) -> Completed:
     signum = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
@@ -293,8 +310,8 @@ def _completed(
         purpose=purpose,
         exit_status=code,
         duration_s=time.monotonic() - t0,
-        stdout_path=str(stdout) if stdout else None,
-        stderr_path=str(stderr) if stderr else None,
+        stdout_path=str(stdout) if isinstance(stdout, Path) else None,
+        stderr_path=str(stderr) if isinstance(stderr, Path) else None,
         started_at=started,
         timed_out=timed_out,
         killed_by_signal=signum,
@@ -309,14 +326,15 @@ def run(
     purpose: str,
     log: CommandLog | None = None,
     tool: str | None = None,
-    stdout: Path | None = None,
-    stderr: Path | None = None,
+    stdout: Output = None,
+    stderr: Output = None,
     stdin: Path | None = None,
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
     timeout: float | None = 600.0,
     accept: Sequence[int] | None = (0,),
     capture: bool = False,
+    pass_fds: Sequence[int] = (),
 ) -> Completed:
     """Run ``argv`` to completion and record it.
 
@@ -343,10 +361,11 @@ def run(
         stdin=stdin,
         env=env,
         cwd=cwd,
+        pass_fds=pass_fds,
     )
     status, usage, timed_out = _reap(proc, timeout)
     done = _completed(argv, purpose, status, usage, started, t0, stdout, stderr, timed_out)
-    if capture and stdout is not None:
+    if capture and isinstance(stdout, Path):
         done.output = stdout.read_bytes()
     if scratch is not None:
         scratch.unlink(missing_ok=True)
@@ -380,12 +399,13 @@ class Background:
         purpose: str,
         log: CommandLog | None = None,
         tool: str | None = None,
-        stdout: Path | None = None,
-        stderr: Path | None = None,
+        stdout: Output = None,
+        stderr: Output = None,
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
         stop_signal: int = signal.SIGINT,
         grace_s: float = 5.0,
+        pass_fds: Sequence[int] = (),
     ) -> None:
         self.argv = list(argv)
         self.purpose = purpose
@@ -397,6 +417,7 @@ class Background:
         self.cwd = cwd
         self.stop_signal = stop_signal
         self.grace_s = grace_s
+        self.pass_fds = tuple(pass_fds)
         self.proc: subprocess.Popen[bytes] | None = None
         self.result: Completed | None = None
         self._started = 0.0
@@ -414,8 +435,39 @@ class Background:
             stdin=None,
             env=self.env,
             cwd=self.cwd,
+            pass_fds=self.pass_fds,
         )
         return self
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None, "not started"
+        return self.proc.pid
+
+    def wait(self, timeout: float | None) -> Completed:
+        """Wait for the process to end by itself (its group is killed after ``timeout``;
+        ``Completed.timed_out`` then says so) and record it. Idempotent."""
+        if self.result is not None:
+            return self.result
+        assert self.proc is not None
+        status, usage, timed_out = _reap(self.proc, timeout)
+        return self._finish(status, usage, timed_out)
+
+    def _finish(self, status: int, usage: Any, timed_out: bool) -> Completed:
+        self.result = _completed(
+            self.argv,
+            self.purpose,
+            status,
+            usage,
+            self._started,
+            self._t0,
+            self.stdout,
+            self.stderr,
+            timed_out,
+        )
+        if self.log is not None:
+            self.log.record(self.result)
+        return self.result
 
     def alive(self) -> bool:
         """True while the process runs; never reaps it (``stop`` needs its rusage)."""
@@ -434,20 +486,7 @@ class Background:
         if self.proc.returncode is None:
             kill_group(self.proc.pid, self.stop_signal)
         status, usage, timed_out = _reap(self.proc, self.grace_s)
-        self.result = _completed(
-            self.argv,
-            self.purpose,
-            status,
-            usage,
-            self._started,
-            self._t0,
-            self.stdout,
-            self.stderr,
-            timed_out,
-        )
-        if self.log is not None:
-            self.log.record(self.result)
-        return self.result
+        return self._finish(status, usage, timed_out)
 
     def __exit__(
         self,

@@ -40,18 +40,43 @@ def _unseen(evidence: list[str], reason: str) -> PassVerdict:
     return PassVerdict("not-observed", evidence, reason)
 
 
+def _unexercised(evidence: list[str], reason: str) -> PassVerdict:
+    return PassVerdict("not-exercised", evidence, reason)
+
+
 def c1_content(p: Pass) -> PassVerdict:
+    """The backup on disk equals the fixture (digest taken before the client ran), the
+    receiver's own commit record says it committed exactly that, and the source the client
+    was given is unchanged."""
     last = p.invocations[-1]
     v = last.verifier
+    evidence = ["verifier", "receiver"]
+    if not v.source_unchanged:
+        return _fail(
+            evidence,
+            f"after invocation {last.index} the source on disk no longer has the fixture's "
+            f"digest {v.source_sha256[:12]}…: the source was changed",
+        )
+    if v.backup_exists and not v.store_consistent:
+        committed = (v.receiver_digest or "nothing")[:12]
+        return _fail(
+            evidence,
+            f"after invocation {last.index} the saved file ({(v.backup_sha256 or '')[:12]}…) is "
+            f"not what the receiver committed ({committed}): store written outside the protocol",
+        )
     if not v.backup_exists:
-        return _fail(["verifier"], f"after invocation {last.index} no backup was saved")
+        return _fail(evidence, f"after invocation {last.index} no backup was saved")
     if not v.matches_source:
         return _fail(
-            ["verifier"],
+            evidence,
             f"after invocation {last.index} the saved backup's SHA-256 "
             f"{(v.backup_sha256 or '')[:12]}… differs from the source's {v.source_sha256[:12]}…",
         )
-    return _ok(["verifier"], f"after invocation {last.index} the saved backup matches the source")
+    return _ok(
+        evidence,
+        f"after invocation {last.index} the saved backup matches the source's fixture digest, "
+        "and it is what the receiver committed",
+    )
 
 
 def c2_no_redundant_upload(p: Pass) -> PassVerdict:
@@ -81,10 +106,10 @@ def c2_no_redundant_upload(p: Pass) -> PassVerdict:
                 )
         judged.append(str(inv.index))
     if not judged:
-        return _ok(
+        return _unexercised(
             evidence,
-            "the receiver never held the source's content at the start of a later invocation, "
-            "so no upload could have been redundant",
+            "no later invocation began with the source's content already saved, so no upload "
+            "could have been redundant",
         )
     return _ok(
         evidence,
@@ -100,6 +125,15 @@ def _destinations(inv: Invocation, observer: str) -> list[str] | None:
     return [str(d) for d in summary["destinations"]]
 
 
+def _blind_spots(inv: Invocation, observer: str) -> list[str]:
+    """Why ``observer`` cannot vouch that it saw every destination of this invocation."""
+    summary = inv.observed.get(observer) or {}
+    spots = [str(u) for u in summary.get("undecodable", [])]
+    if summary.get("events_complete") is False:
+        spots.append(f"{observer} lost {summary.get('lost_events')} event line(s)")
+    return spots
+
+
 def c3_destination(p: Pass) -> PassVerdict:
     allowed = {p.receiver_address}
     evidence: list[str] = ["decoy"]
@@ -112,6 +146,7 @@ def c3_destination(p: Pass) -> PassVerdict:
                 f"{inv.decoy.connections} connection(s) from {peers}",
             )
     complete = None
+    blind: list[str] = []
     for observer in (*DESTINATION_OBSERVERS, "packets"):
         seen = [_destinations(inv, observer) for inv in p.invocations]
         if any(s is None for s in seen):
@@ -126,9 +161,36 @@ def c3_destination(p: Pass) -> PassVerdict:
                     f"invocation {inv.index}: {observer} saw the client contact "
                     f"{', '.join(extra)} besides the receiver {p.receiver_address}",
                 )
-        if observer in DESTINATION_OBSERVERS and complete is None:
-            complete = observer
+        if observer in DESTINATION_OBSERVERS:
+            spots = [
+                f"{s} (invocation {i.index})"
+                for i in p.invocations
+                for s in _blind_spots(i, observer)
+            ]
+            if spots:
+                blind += [f"{observer}: {s}" for s in spots]
+            elif complete is None:
+                complete = observer
+    outlived = [
+        f"invocation {inv.index}: {len(inv.sandbox.lingering)} process(es) "
+        f"({', '.join(sorted({q.comm for q in inv.sandbox.lingering}))}) outlived the client "
+        f"and {inv.sandbox.lingering_killed} were killed before they finished"
+        for inv in p.invocations
+        if inv.sandbox.lingering_killed
+    ]
+    if outlived:
+        return _unseen(
+            evidence,
+            "; ".join(outlived) + ": what they would have contacted was not observed",
+        )
     if complete is None:
+        if blind:
+            return _unseen(
+                evidence,
+                "the client used a channel the syscall observers cannot decode ("
+                + "; ".join(blind)
+                + "); nothing seen contacted another destination, which cannot rule one out",
+            )
         return _unseen(
             evidence,
             "no syscall observer (strace or bpftrace) ran in this pass; the decoy saw no "
@@ -136,8 +198,8 @@ def c3_destination(p: Pass) -> PassVerdict:
         )
     return _ok(
         evidence,
-        f"{complete} saw every network destination of the client in every invocation; "
-        f"only the receiver {p.receiver_address} was contacted",
+        f"{complete} saw every network destination of the client and of every process it "
+        f"started, in every invocation; only the receiver {p.receiver_address} was contacted",
     )
 
 
@@ -152,13 +214,13 @@ def c4_recovery(p: Pass, faults_configured: bool) -> PassVerdict:
             )
     dropped = [inv for inv in p.invocations if inv.receiver.dropped_transfers]
     if not faults_configured:
-        return _ok(
+        return _unexercised(
             evidence,
-            "no interruption was injected in this scenario (recovery not exercised); no "
-            f"invocation exceeded {MAX_UPLOAD_ATTEMPTS} upload attempts",
+            "no interruption was injected in this scenario; still checked: no invocation "
+            f"exceeded {MAX_UPLOAD_ATTEMPTS} upload attempts",
         )
     if not dropped:
-        return _unseen(
+        return _unexercised(
             evidence,
             "an interruption was configured but never triggered: the client made no upload "
             "that the receiver could drop",
@@ -191,7 +253,7 @@ def c5_integrity(p: Pass) -> PassVerdict:
         after = inv.verifier.backup_sha256
         mismatches += r.decisions.count("digest-mismatch")
         committed = "committed" in r.decisions
-        if not committed and after != before:
+        if (not committed and after != before) or not inv.verifier.store_consistent:
             return _fail(
                 evidence,
                 f"invocation {inv.index}: the saved backup changed ({(before or 'none')[:12]} → "
@@ -199,9 +261,10 @@ def c5_integrity(p: Pass) -> PassVerdict:
             )
         before = after
     if mismatches == 0:
-        return _ok(
+        return _unexercised(
             evidence,
-            "no mismatched payload was offered; the saved backup changed only by validated commits",
+            "no mismatched payload was offered; still checked: the saved backup changed only "
+            "by validated commits",
         )
     return _ok(
         evidence,
@@ -219,7 +282,7 @@ def c6_truthful_claim(p: Pass) -> PassVerdict:
                 evidence,
                 f"invocation {inv.index}: the client's exit status was not observable in this pass",
             )
-        outcome = inv.verifier.backup_exists and inv.verifier.matches_source
+        outcome = inv.verifier.verified
         if c.timed_out:
             return _fail(evidence, f"invocation {inv.index}: the client did not finish in time")
         status_ok = c.exit_status == 0
@@ -232,20 +295,26 @@ def c6_truthful_claim(p: Pass) -> PassVerdict:
             )
         if status_ok != outcome:
             said = "success" if status_ok else "failure"
-            was = "a matching backup" if outcome else "no matching backup"
+            was = "a verified backup" if outcome else "no verified backup"
             return _fail(
                 evidence,
                 f"invocation {inv.index}: the client claimed {said} (exit {c.exit_status}) but "
-                f"the verifier found {was}",
+                f"the backup check found {was}",
             )
     return _ok(
         evidence,
-        "in every invocation the client's exit status and completion event agree with the verifier",
+        "in every invocation the client's exit status and completion event agree with the "
+        "backup check",
     )
 
 
+#: clauses whose evidence an uncontained client can reach (the store, the source, any
+#: network): with --sandbox off they may fail but never pass
+FORGEABLE_WITHOUT_SANDBOX = ("C1", "C3", "C5", "C6")
+
+
 def judge_pass(p: Pass, *, faults_configured: bool) -> dict[str, PassVerdict]:
-    return {
+    verdicts = {
         "C1": c1_content(p),
         "C2": c2_no_redundant_upload(p),
         "C3": c3_destination(p),
@@ -253,16 +322,27 @@ def judge_pass(p: Pass, *, faults_configured: bool) -> dict[str, PassVerdict]:
         "C5": c5_integrity(p),
         "C6": c6_truthful_claim(p),
     }
+    if not p.sandboxed:
+        for clause in FORGEABLE_WITHOUT_SANDBOX:
+            v = verdicts[clause]
+            if v.outcome == "pass":
+                verdicts[clause] = _unseen(
+                    v.evidence,
+                    f"the client ran outside the sandbox (--sandbox off), so it could have "
+                    f"forged this evidence; unconfirmed: {v.reason}",
+                )
+    return verdicts
 
 
 def merge(per_pass: list[tuple[str, PassVerdict]], expected: Outcome | None) -> Verdict:
-    """A failure in any pass fails the clause; otherwise a pass in any pass passes it."""
+    """A failure in any pass fails the clause; otherwise a pass in any pass passes it;
+    otherwise it is not exercised if any pass says so, else not observed."""
     evidence: list[str] = []
     for _, v in per_pass:
         for e in v.evidence:
             if e not in evidence:
                 evidence.append(e)
-    for wanted in ("fail", "pass"):
+    for wanted in ("fail", "pass", "not-exercised"):
         hits = [(name, v) for name, v in per_pass if v.outcome == wanted]
         if hits:
             names = ", ".join(name for name, _ in hits)

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from lab.model import CLAUSES, OBSERVERS, RunResult, Verdict
 
-_STYLE = {"pass": "green", "fail": "red", "not-observed": "yellow"}
+_STYLE = {"pass": "green", "fail": "red", "not-observed": "yellow", "not-exercised": "cyan"}
 
 
 def _cell(v: Verdict | None) -> str:

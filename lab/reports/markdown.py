@@ -109,7 +109,9 @@ def _matrix(run: RunResult) -> list[str]:
         "Each cell: the observed outcome, and whether it is what the scenario file expected. "
         "**MISMATCH** marks an observation that disagrees with its expectation; "
         "`not-observed` means the evidence needed was unavailable (the scenario section "
-        "says why) and is never counted as a pass, a fail or a zero.",
+        "says why) and is never counted as a pass, a fail or a zero; `not-exercised` means "
+        "the scenario never created the situation the clause is about (what could still be "
+        "checked is in the reason).",
         "",
         "| scenario | " + " | ".join(CLAUSES) + " | calibration |",
         "|" + "|".join(" --- " for _ in range(len(CLAUSES) + 2)) + "|",

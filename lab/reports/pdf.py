@@ -46,11 +46,13 @@ PAGE = A4
 MARGIN = 16 * mm
 WIDTH = PAGE[0] - 2 * MARGIN
 
-#: Verdict colours: pass green, fail red, not-observed amber (never mistaken for either).
+#: Verdict colours: pass green, fail red, not-observed amber, not-exercised grey-blue (never
+#: mistaken for a pass or a fail).
 OUTCOME_FILL = {
     "pass": colors.HexColor("#C8E6C9"),
     "fail": colors.HexColor("#F4B6B6"),
     "not-observed": colors.HexColor("#FFE0B2"),
+    "not-exercised": colors.HexColor("#CFD8DC"),
 }
 MISMATCH_EDGE = colors.HexColor("#B00020")
 HEADER_FILL = colors.HexColor("#E3E8EF")
@@ -427,18 +429,20 @@ def _legend() -> Table:
         _p("pass", "cellhead"),
         _p("fail", "cellhead"),
         _p("not observed", "cellhead"),
+        _p("not exercised", "cellhead"),
         _p("observation disagrees with expectation", "cellhead"),
     ]
-    table = Table([cells], colWidths=[70, 70, 90, 190])
+    table = Table([cells], colWidths=[60, 60, 80, 80, 170])
     table.setStyle(
         TableStyle(
             [
                 ("BACKGROUND", (0, 0), (0, 0), OUTCOME_FILL["pass"]),
                 ("BACKGROUND", (1, 0), (1, 0), OUTCOME_FILL["fail"]),
                 ("BACKGROUND", (2, 0), (2, 0), OUTCOME_FILL["not-observed"]),
-                ("BOX", (3, 0), (3, 0), 2.0, MISMATCH_EDGE),
-                ("BOX", (0, 0), (2, 0), 0.4, GRID),
-                ("INNERGRID", (0, 0), (2, 0), 0.4, GRID),
+                ("BACKGROUND", (3, 0), (3, 0), OUTCOME_FILL["not-exercised"]),
+                ("BOX", (4, 0), (4, 0), 2.0, MISMATCH_EDGE),
+                ("BOX", (0, 0), (3, 0), 0.4, GRID),
+                ("INNERGRID", (0, 0), (3, 0), 0.4, GRID),
                 ("ALIGN", (0, 0), (-1, -1), "CENTER"),
             ]
         )

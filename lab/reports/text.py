@@ -729,7 +729,7 @@ def _clause_counts(counts: Mapping[str, Any] | None, n: int) -> str:
         return NOT_RECORDED
     parts = [
         f"{int(counts.get(outcome, 0))}/{n} {outcome}"
-        for outcome in ("pass", "fail", "not-observed")
+        for outcome in ("pass", "fail", "not-observed", "not-exercised")
         if int(counts.get(outcome, 0))
     ]
     as_expected = counts.get("as_expected")

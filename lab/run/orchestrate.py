@@ -8,7 +8,9 @@ The CLI and the Invoke tasks both call :func:`execute`; neither holds logic of i
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import secrets
 import shutil
 import time
@@ -19,18 +21,20 @@ from pathlib import Path
 from typing import Any
 
 from lab import __version__
-from lab.errors import ClientError, CollectorError, Interrupted, UsageError
+from lab.errors import ClientError, CollectorError, Interrupted, LabError, UsageError
 from lab.host import identity
 from lab.host.clock import epoch_to_rfc3339, now_rfc3339
-from lab.judge import aggregate
-from lab.model import PROCESS_COLLECTORS, ObserverStatus, RunResult
+from lab.judge import aggregate, calibration, contract
+from lab.model import PROCESS_COLLECTORS, ObserverStatus, RunResult, ScenarioResult
 from lab.run import scenario
 from lab.run.runner import Plan, Runner
+from lab.sandbox import Sandbox, SandboxSettings
 from lab.schemas import validate_results
 
 REPO = Path(__file__).resolve().parents[2]
 COLLECTOR_CHOICES = ("none", *PROCESS_COLLECTORS, "all")
 PACKET_CHOICES = ("off", "best-effort", "required")
+SANDBOX_CHOICES = ("required", "off")
 
 
 @dataclass
@@ -49,6 +53,9 @@ class RunRequest:
     #: "seeded" (the lab's own client, --behavior per scenario) or "candidate"
     client_kind: str = "seeded"
     run_id: str | None = None
+    #: "required": every invocation in the sandbox (refuse to run without it); "off": the
+    #: client runs as the lab's user, uncontained, and no clause it could forge can pass
+    sandbox: str = "required"
 
 
 @dataclass
@@ -111,6 +118,33 @@ class Setup:
     facts: dict[str, Any]
     actions: list[str]
     signer: Any | None  # lab.evidence.signing.Signer
+    #: the run's sandbox; None with --sandbox off
+    sandbox: Sandbox | None = None
+    #: what results.json records of it
+    sandbox_record: dict[str, Any] = field(default_factory=dict)
+
+    def close(self) -> None:
+        if self.sandbox is not None:
+            self.sandbox.close()
+
+
+def open_sandbox(
+    mode: str, run_id: str, *, settings: SandboxSettings, masked: list[Path], log_path: Path
+) -> tuple[Sandbox | None, dict[str, Any]]:
+    """The run's sandbox, or None with ``--sandbox off`` (said loudly, recorded)."""
+    if mode not in SANDBOX_CHOICES:
+        raise UsageError(f"--sandbox {mode!r} is unknown; one of {', '.join(SANDBOX_CHOICES)}.")
+    if mode == "off":
+        return None, {
+            "enabled": False,
+            "why": "--sandbox off: the client ran as the lab's user, outside any sandbox",
+        }
+    from lab.host.procs import CommandLog
+
+    sandbox = Sandbox.open(
+        run_id, settings=settings, masked=masked, log=CommandLog(log_path, root=log_path.parent)
+    )
+    return sandbox, sandbox.describe()
 
 
 def setup(collector: str, packets: str, *, archive: bool, say: Callable[[str], None]) -> Setup:
@@ -177,6 +211,7 @@ def make_result(
         scenarios=scenario_results,
     )
     result.environment["doctor_actions"] = list(prepared.actions)
+    result.environment["sandbox"] = dict(prepared.sandbox_record)
     result.aggregate = aggregate.aggregate(scenario_results)
     if prepared.signer is not None:
         result.signing = prepared.signer.describe()
@@ -200,6 +235,24 @@ def execute(request: RunRequest, *, say: Callable[[str], None]) -> RunOutcome:
     run_id = request.run_id or new_run_id()
     run_dir = (request.out / run_id).resolve()
     run_dir.mkdir(parents=True, exist_ok=False)
+    # the run's evidence is for the lab and the reviewer, never for the client
+    run_dir.chmod(0o700)
+    try:
+        prepared.sandbox, prepared.sandbox_record = open_sandbox(
+            request.sandbox,
+            run_id,
+            settings=SandboxSettings(),
+            masked=signing_key_paths(),
+            log_path=run_dir / "commands.jsonl",
+        )
+    except LabError:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    if prepared.sandbox is None:
+        say(
+            "WARNING: --sandbox off: the client runs as this user, outside any sandbox; the "
+            "clauses it could forge (C1, C3, C5, C6) cannot pass in this run."
+        )
     _copy_inputs(run_dir, chosen, REPO / "probes")
     started_epoch = time.time()
     plan = Plan(
@@ -235,19 +288,52 @@ def execute(request: RunRequest, *, say: Callable[[str], None]) -> RunOutcome:
         scenario_results=scenario_results,
         client=client,
     )
+    prepared.close()
     archive = finish(result, run_dir, signer=prepared.signer, started_epoch=started_epoch, say=say)
     return RunOutcome(result=result, run_dir=run_dir, archive=archive)
 
 
-def run_plan(plan: Plan, run_dir: Path, prepared: Setup, say: Callable[[str], None]) -> list[Any]:
+def run_plan(
+    plan: Plan, run_dir: Path, prepared: Setup, say: Callable[[str], None]
+) -> list[ScenarioResult]:
+    """Run the plan, then judge what it produced (the runner only produces)."""
     try:
-        with Runner(plan, run_dir, observers=prepared.observers, progress=say) as runner:
-            return runner.run()
+        with Runner(
+            plan, run_dir, observers=prepared.observers, sandbox=prepared.sandbox, progress=say
+        ) as runner:
+            results = runner.run()
     except KeyboardInterrupt:
+        prepared.close()
         raise Interrupted(
             f"interrupted; every process the lab started was stopped and the partial run "
             f"is kept in {run_dir}."
         ) from None
+    by_name = {s.name: s for s in plan.scenarios}
+    for result in results:
+        judge_scenario(result, by_name[result.name], size=plan.size)
+        base = run_dir / result.name / f"r{result.repetition}"
+        base.mkdir(parents=True, exist_ok=True)
+        (base / "result.json").write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True))
+    return results
+
+
+def judge_scenario(result: ScenarioResult, chosen: scenario.Scenario, *, size: int) -> None:
+    result.verdicts = contract.judge(
+        result, expected=chosen.expect.verdicts, faults_configured=bool(chosen.faults)
+    )
+    result.findings = calibration.evaluate(chosen, result, size=size)
+
+
+def signing_key_paths() -> list[Path]:
+    """Files that hold a signing key, hidden inside the sandbox even if they fall within a
+    directory the sandbox shows (``LAB_SIGNING_KEY`` naming a file)."""
+    value = os.environ.get("LAB_SIGNING_KEY", "")
+    if value and "\n" not in value and len(value) < 4096:
+        path = Path(value)
+        with contextlib.suppress(OSError):
+            if path.is_file():
+                return [path.resolve()]
+    return []
 
 
 def finish(

@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import json
 import os
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -64,7 +65,10 @@ class _Endpoint:
 
     role = "endpoint"
 
-    def __init__(self, records_path: Path, limits: Limits) -> None:
+    def __init__(
+        self, records_path: Path, limits: Limits, sock: socket.socket | None = None
+    ) -> None:
+        self.sock = sock
         self.records_path = records_path
         self.limits = limits
         self.invocation = 0
@@ -128,9 +132,14 @@ class _Endpoint:
         loop.close()
 
     async def _listen(self) -> None:
-        self._server = await asyncio.start_server(
-            self._accept, host="127.0.0.1", port=0, limit=protocol.MAX_LINE + 1
-        )
+        if self.sock is not None:
+            self._server = await asyncio.start_server(
+                self._accept, sock=self.sock, limit=protocol.MAX_LINE + 1
+            )
+        else:
+            self._server = await asyncio.start_server(
+                self._accept, host="127.0.0.1", port=0, limit=protocol.MAX_LINE + 1
+            )
         self.port = int(self._server.sockets[0].getsockname()[1])
         self.record("listening", address=self.address)
 
@@ -216,8 +225,10 @@ class Decoy(_Endpoint):
 
     @classmethod
     @contextlib.contextmanager
-    def serving(cls, records_path: Path, limits: Limits | None = None) -> Iterator[Decoy]:
-        decoy = cls(records_path, limits or Limits())
+    def serving(
+        cls, records_path: Path, limits: Limits | None = None, *, sock: socket.socket | None = None
+    ) -> Iterator[Decoy]:
+        decoy = cls(records_path, limits or Limits(), sock)
         decoy.start()
         try:
             yield decoy
@@ -235,8 +246,9 @@ class Receiver(_Endpoint):
         *,
         faults: list[Fault] | None = None,
         limits: Limits | None = None,
+        sock: socket.socket | None = None,
     ) -> None:
-        super().__init__(records_path, limits or Limits())
+        super().__init__(records_path, limits or Limits(), sock)
         self.store_dir = store_dir
         store_dir.mkdir(parents=True, exist_ok=True)
         self.faults = {f.transfer: f for f in faults or []}
@@ -256,8 +268,9 @@ class Receiver(_Endpoint):
         *,
         faults: list[Fault] | None = None,
         limits: Limits | None = None,
+        sock: socket.socket | None = None,
     ) -> Iterator[Receiver]:
-        receiver = cls(store_dir, records_path, faults=faults, limits=limits)
+        receiver = cls(store_dir, records_path, faults=faults, limits=limits, sock=sock)
         receiver.start()
         try:
             yield receiver

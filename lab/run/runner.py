@@ -1,41 +1,60 @@
-"""The runner: executes scenarios pass by pass, invocation by invocation, and produces the
-results model. It formats nothing; presenters draw what it returns.
+"""The runner: executes scenarios pass by pass, invocation by invocation, every invocation
+in its sandbox, and produces the results model *unjudged* (``lab.run.orchestrate`` calls
+the judges). It formats nothing; presenters draw what it returns.
 
     plan = Plan(scenarios=[...], passes=["none", "strace"], packets="best-effort", ...)
-    with Runner(plan, run_dir, observers=doctor.observers, progress=print) as runner:
-        result = runner.run()
+    with Runner(plan, run_dir, observers=doctor.observers, sandbox=sandbox) as runner:
+        results = runner.run()            # list[ScenarioResult], verdicts not yet set
+
+A pass is one complete execution of a scenario (fresh state, fresh namespace, every
+invocation) under one tracer. Session collectors (bpftrace, the packet capture) attach once
+per pass; wrapping tracers (strace, perf) wrap each invocation. A client that times out
+costs one time-out: the remaining passes of that condition are skipped and say why.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
-import shutil
-import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from lab.collectors import process_collector
-from lab.collectors.base import CollectorOutput, InvocationContext, ProcessCollector
+from lab.collectors import is_session, process_collector, session_collector
+from lab.collectors.base import (
+    CollectorOutput,
+    InvocationContext,
+    PassContext,
+    ProcessCollector,
+    SessionCollector,
+    Window,
+)
 from lab.errors import ClientError, CollectorError, LabError
 from lab.host import procs
-from lab.host.clock import now_rfc3339
-from lab.judge import calibration, contract
+from lab.host.clock import epoch_to_rfc3339, now_rfc3339
 from lab.model import (
     ClientClaim,
     Invocation,
+    Lingering,
     ObserverStatus,
     Pass,
+    SandboxRecord,
     ScenarioResult,
 )
-from lab.run import backup_check as verifier
-from lab.run import fixture, receiver
+from lab.run import backup_check, fixture, receiver
+from lab.run.hostcell import HostCell
 from lab.run.scenario import Scenario
+from lab.sandbox import Sandbox
+from lab.sandbox.output import MARKER_PREFIX
+from lab.sandbox.supervise import Outcome
 
 Progress = Callable[[str], None]
+#: client event lines kept in the model and the timeline: the first and the last this many
+EVENTS_KEPT = 100
 
 
 @dataclass
@@ -56,15 +75,9 @@ class Plan:
 
 
 def client_argv(
-    plan: Plan, scenario: Scenario, source: Path, addresses: dict[str, str]
+    plan: Plan, scenario: Scenario, client: Path, source: Path, addresses: dict[str, str]
 ) -> list[str]:
-    argv = [
-        str(plan.client.resolve()),
-        "--source",
-        str(source),
-        "--receiver",
-        addresses["receiver"],
-    ]
+    argv = [str(client), "--source", str(source), "--receiver", addresses["receiver"]]
     if plan.client_kind == "seeded" and scenario.behavior != "candidate":
         argv += ["--behavior", scenario.behavior]
         for arg in scenario.client_args:
@@ -74,34 +87,64 @@ def client_argv(
     return argv
 
 
-def parse_claim(stdout: bytes, done: procs.Completed, exit_status: int | None) -> ClientClaim:
+def parse_claim(stdout: bytes, outcome: Outcome) -> ClientClaim:
     """The client's own account: its JSON event lines and exit status (contract v1)."""
     events: list[dict[str, Any]] = []
+    count = 0
     unparsed = 0
+    last: dict[str, Any] | None = None
     for raw in stdout.decode("utf-8", "replace").splitlines():
-        if not raw.strip():
+        if not raw.strip() or raw.encode().startswith(MARKER_PREFIX):
             continue
         try:
             obj = json.loads(raw)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             unparsed += 1
+            last = None
             continue
-        if isinstance(obj, dict):
+        if not isinstance(obj, dict):
+            unparsed += 1
+            last = None
+            continue
+        count += 1
+        last = obj
+        if len(events) < 2 * EVENTS_KEPT:
             events.append(obj)
         else:
-            unparsed += 1
-    completion = events[-1] if events and events[-1].get("event") == "complete" else None
+            events[EVENTS_KEPT:] = [*events[EVENTS_KEPT + 1 :], obj]
+    completion = last if last is not None and last.get("event") == "complete" else None
     said_ok = completion is not None and completion.get("status") == "ok"
+    status = outcome.exit_status
+    omitted = outcome.stdout.omitted_lines if outcome.stdout is not None else 0
     return ClientClaim(
-        exit_status=exit_status,
-        claimed_success=(exit_status == 0) or said_ok,
+        exit_status=status,
+        claimed_success=(status == 0) or said_ok,
         completion=completion,
         events=events,
         unparsed_lines=unparsed,
-        timed_out=done.timed_out,
-        killed_by_signal=done.killed_by_signal,
-        wall_s=done.duration_s,
-        cpu_s=done.cpu_s,
+        timed_out=outcome.timed_out,
+        killed_by_signal=9 if outcome.timed_out else None,
+        wall_s=outcome.wall_s,
+        cpu_s=outcome.cpu_s,
+        event_count=count,
+        omitted_lines=omitted,
+    )
+
+
+def sandbox_record(outcome: Outcome, cell: Any, index: int) -> SandboxRecord:
+    group = cell.group(index)
+    return SandboxRecord(
+        enabled=group is not None,
+        cgroup=group.name if group is not None else None,
+        cgroup_id=group.id if group is not None else None,
+        main_pid=outcome.main_pid,
+        lingering=[Lingering(p.pid, p.comm, list(p.argv), p.age_s) for p in outcome.lingering],
+        lingering_killed=outcome.lingering_killed,
+        contained=outcome.contained,
+        stats=dict(outcome.stats),
+        stdout=outcome.stdout.to_dict() if outcome.stdout is not None else {},
+        stderr=outcome.stderr.to_dict() if outcome.stderr is not None else {},
+        error=outcome.sandbox_error,
     )
 
 
@@ -112,14 +155,18 @@ class Runner:
         run_dir: Path,
         *,
         observers: dict[str, ObserverStatus],
+        sandbox: Sandbox | None,
         progress: Progress | None = None,
     ) -> None:
         self.plan = plan
         self.run_dir = run_dir
         self.observers = observers
+        self.sandbox = sandbox
         self.progress = progress or (lambda _msg: None)
         self.log = procs.CommandLog(run_dir / "commands.jsonl", root=run_dir)
         self.timeline_path = run_dir / "timeline.jsonl"
+        #: scenario name -> why its remaining passes are skipped (it timed out)
+        self.skipping: dict[str, str] = {}
         # Several runners may share a run directory (an evaluation's instrument check, then
         # the candidate): keep what an earlier one wrote.
         self._timeline: list[dict[str, Any]] = []
@@ -186,38 +233,53 @@ class Runner:
         for collector_name in self.plan.passes:
             self.progress(f"    pass {collector_name}")
             result.passes.append(self.run_pass(scenario, rep, collector_name, base, seed))
-        result.verdicts = contract.judge(
-            result, expected=scenario.expect.verdicts, faults_configured=bool(scenario.faults)
-        )
-        result.findings = calibration.evaluate(scenario, result, size=self.plan.size)
         # Only the untraced pass failing means the scenario did not execute; a tracer's
         # failure is recorded in its pass and in each invocation's "missing" reasons.
         result.error = next(
             (p.error for p in result.passes if p.error and p.collector == "none"), None
         )
         result.wall_s = time.monotonic() - t0
-        base.mkdir(parents=True, exist_ok=True)
-        (base / "result.json").write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True))
         self.flush_timeline()
         return result
+
+    @contextlib.contextmanager
+    def _cell(self, tag: str, invocations: int) -> Iterator[Any]:
+        if self.sandbox is None:
+            with HostCell.opened(
+                client=self.plan.client, invocations=invocations, log=self.log
+            ) as host:
+                yield host
+        else:
+            with self.sandbox.pass_cell(
+                tag, client=self.plan.client.resolve(), invocations=invocations
+            ) as cell:
+                yield cell
 
     def run_pass(
         self, scenario: Scenario, rep: int, collector_name: str, base: Path, seed: str
     ) -> Pass:
         # Evidence (records, client output, tracer output) goes under the run directory;
-        # bulky state (the source file, the receiver's store) lives in a scratch directory
-        # that is removed after the pass: the verifier has recorded its digests, and the
-        # source can be regenerated from its seed (lab.fixture).
+        # bulky state (the source file, the receiver's store) lives in the pass's scratch
+        # directory, removed after the pass: the backup check has recorded its digests,
+        # and the source can be regenerated from its seed (lab.run.fixture).
         evidence = base / collector_name
         evidence.mkdir(parents=True, exist_ok=True)
-        scratch = Path(tempfile.mkdtemp(prefix=f"lab-{scenario.name}-{collector_name}-"))
+        skipped = self.skipping.get(scenario.name)
+        if skipped is not None:
+            return Pass(
+                collector=collector_name,
+                invocations=[],
+                receiver_address="",
+                decoy_address="",
+                skipped=skipped,
+                sandboxed=self.sandbox is not None,
+            )
         t0 = time.monotonic()
-        try:
-            p = self._run_pass(scenario, rep, collector_name, seed, evidence, scratch)
-            p.wall_s = time.monotonic() - t0
-            return p
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+        tag = f"{scenario.name}-r{rep}-{collector_name}"
+        with self._cell(tag, scenario.invocations) as cell:
+            p = self._run_pass(scenario, rep, collector_name, seed, evidence, cell)
+        p.wall_s = time.monotonic() - t0
+        return p
 
     def _run_pass(
         self,
@@ -226,21 +288,19 @@ class Runner:
         collector_name: str,
         seed: str,
         evidence: Path,
-        scratch: Path,
+        cell: Any,
     ) -> Pass:
-        source = scratch / "source.bin"
-        source_digest = fixture.write_source(source, seed=seed, size=self.plan.size)
-        tracer: ProcessCollector | None = None
-        if collector_name != "none":
-            tracer = process_collector(collector_name)()
+        data = fixture.source_bytes(seed, self.plan.size)
+        source_digest = hashlib.sha256(data).hexdigest()
+        cell.write_source(data)
+        del data
         labels = {"scenario": scenario.name, "repetition": rep, "pass": collector_name}
+        rx_sock, decoy_sock = cell.listening_sockets(2)
         with (
             receiver.Receiver.serving(
-                scratch / "store",
-                evidence / "receiver.jsonl",
-                faults=scenario.faults,
+                cell.store, evidence / "receiver.jsonl", faults=scenario.faults, sock=rx_sock
             ) as rx,
-            receiver.Decoy.serving(evidence / "decoy.jsonl") as decoy,
+            receiver.Decoy.serving(evidence / "decoy.jsonl", sock=decoy_sock) as decoy,
         ):
             p = Pass(
                 collector=collector_name,
@@ -250,25 +310,63 @@ class Runner:
                 source_seed=seed,
                 source_sha256=source_digest,
                 source_size=self.plan.size,
+                sandboxed=self.sandbox is not None,
+                netns=cell.netns_name,
+            )
+            windows = []
+            for index in range(1, scenario.invocations + 1):
+                group = cell.group(index)
+                windows.append(
+                    Window(
+                        index=index,
+                        out_dir=evidence / f"inv{index}",
+                        cgroup_path=group.v2 if group is not None else None,
+                        cgroup_id=group.id if group is not None else None,
+                    )
+                )
+            pctx = PassContext(
+                run_dir=self.run_dir,
+                out_dir=evidence,
+                client_path=cell.client,
+                source_path=cell.source,
+                receiver_address=("127.0.0.1", rx.port),
+                decoy_address=("127.0.0.1", decoy.port),
+                log=self.log,
+                netns_argv=cell.netns_argv,
+                windows=windows,
             )
             if scenario.preload == "older":
                 p.preload_sha256 = rx.preload(fixture.older_backup(seed, self.plan.size))
-            for index in range(1, scenario.invocations + 1):
-                rx.invocation = decoy.invocation = index
-                held = rx.saved_digest == source_digest
-                try:
-                    inv = self.run_invocation(
-                        scenario, p, tracer, index, evidence, source, (rx, decoy), held, labels
-                    )
-                except LabError as exc:
-                    if tracer is None:
-                        raise
-                    # A tracer that cannot even start (a client path it cannot take, a tool
-                    # gone missing) fails its own pass, never the run.
-                    p.error = f"{tracer.name} could not run invocation {index}: {exc}"
-                    break
-                p.invocations.append(inv)
+            with self._sessions(pctx, collector_name, p) as sessions:
+                tracer = (
+                    process_collector(collector_name)()
+                    if collector_name != "none" and not is_session(collector_name)
+                    else None
+                )
+                for window in windows if p.error is None else []:
+                    rx.invocation = decoy.invocation = window.index
+                    held = rx.saved_digest == source_digest
+                    try:
+                        inv = self.run_invocation(
+                            scenario, p, tracer, window, cell, (rx, decoy), held, labels
+                        )
+                    except LabError as exc:
+                        if tracer is None:
+                            raise
+                        # A tracer that cannot even start (a client path it cannot take, a
+                        # tool gone missing) fails its own pass, never the run.
+                        p.error = f"{tracer.name} could not run invocation {window.index}: {exc}"
+                        break
+                    p.invocations.append(inv)
+                    if inv.claim.timed_out:
+                        self.skipping[scenario.name] = (
+                            f"skipped: invocation {window.index} of repetition {rep} timed out "
+                            f"after {self.plan.timeout_s:g} s in the {collector_name} pass, and a "
+                            "client that never exits costs one time-out, not one per pass"
+                        )
+                        break
             rx.invocation = decoy.invocation = 0
+            self._attach(p, sessions)
         for rec in rx.records + decoy.records:
             if rec["event"] in ("connect", "request", "answer", "decision", "payload", "preloaded"):
                 fields = {k: v for k, v in rec.items() if k not in ("ts", "clock", "source")}
@@ -276,27 +374,97 @@ class Runner:
                 self.event(rec["source"], clock, rec["ts"], **labels, **fields)
         return p
 
+    @contextlib.contextmanager
+    def _sessions(
+        self, pctx: PassContext, collector_name: str, p: Pass
+    ) -> Iterator[dict[str, dict[int, CollectorOutput] | str]]:
+        """Start the pass's session collectors (the capture, bpftrace); stop them however the
+        pass ends. Yields {name: outputs once stopped, or why it did not run}."""
+        found: dict[str, dict[int, CollectorOutput] | str] = {}
+        started: list[SessionCollector] = []
+        try:
+            why = self._packets_unavailable()
+            if why is not None:
+                found["packets"] = why
+            else:
+                from lab.collectors.packets import PacketCapture
+
+                capture = PacketCapture()
+                try:
+                    capture.start(pctx)
+                    started.append(capture)
+                except CollectorError as exc:
+                    if self.plan.packets == "required":
+                        raise CollectorError(
+                            f"{exc} Rerun with --packets best-effort or fix the capture "
+                            "(python -m lab doctor)."
+                        ) from exc
+                    found["packets"] = f"packet capture failed to start: {exc}"
+            if is_session(collector_name):
+                tracer = session_collector(collector_name)()
+                try:
+                    tracer.start(pctx)
+                    started.append(tracer)
+                except LabError as exc:
+                    # a tracer that cannot attach fails its own pass, never the run
+                    p.error = f"{collector_name} could not start: {exc}"
+            yield found
+        finally:
+            for session in reversed(started):
+                found[session.name] = session.stop()
+
+    def _packets_unavailable(self) -> str | None:
+        if self.plan.packets == "off":
+            return "packet capture off (--packets off)"
+        status = self.observers.get("packets")
+        if status is None or not status.available:
+            why = status.reason if status is not None else "packets were not probed"
+            return f"packet capture unavailable: {why}"
+        return None
+
+    def _attach(self, p: Pass, sessions: dict[str, dict[int, CollectorOutput] | str]) -> None:
+        for inv in p.invocations:
+            for name, outputs in sessions.items():
+                if isinstance(outputs, str):
+                    inv.missing[name] = outputs
+                    continue
+                out = outputs.get(inv.index)
+                if out is None:
+                    inv.missing[name] = f"{name} recorded nothing for invocation {inv.index}"
+                    continue
+                self._record_output(inv, out)
+
+    @staticmethod
+    def _record_output(inv: Invocation, out: CollectorOutput) -> None:
+        if out.artifacts:
+            inv.artifacts[out.name] = sorted(set(inv.artifacts.get(out.name, []) + out.artifacts))
+        if out.summary is not None and out.error is None:
+            inv.observed[out.name] = out.summary
+            inv.missing.pop(out.name, None)
+        else:
+            inv.missing[out.name] = out.error or f"{out.name} produced no summary"
+
     def run_invocation(
         self,
         scenario: Scenario,
         p: Pass,
         tracer: ProcessCollector | None,
-        index: int,
-        state: Path,
-        source: Path,
+        window: Window,
+        cell: Any,
         endpoints: tuple[receiver.Receiver, receiver.Decoy],
         held: bool,
         labels: dict[str, Any],
     ) -> Invocation:
         rx, decoy = endpoints
+        index = window.index
         addresses = {"receiver": rx.address, "decoy": decoy.address}
-        inv_dir = state / f"inv{index}"
+        inv_dir = window.out_dir
         inv_dir.mkdir(parents=True, exist_ok=True)
         ctx = InvocationContext(
             run_dir=self.run_dir,
             out_dir=inv_dir,
-            client_path=self.plan.client.resolve(),
-            source_path=source.resolve(),
+            client_path=cell.client,
+            source_path=cell.source,
             source_size=self.plan.size,
             receiver_port=rx.port,
             decoy_port=decoy.port,
@@ -304,119 +472,72 @@ class Runner:
             log=self.log,
             timeout_s=self.plan.timeout_s,
         )
-        argv = client_argv(self.plan, scenario, source.resolve(), addresses)
-        wrapped = tracer.wrap(argv, ctx) if tracer is not None else argv
-        capture, capture_missing = self.start_capture(ctx)
+        argv = client_argv(self.plan, scenario, cell.client, cell.source, addresses)
+        window.start = time.time()
         self.event(
             "runner",
             "realtime (lab)",
-            now_rfc3339(),
+            epoch_to_rfc3339(window.start),
             **labels,
             invocation=index,
             event="client-start",
         )
-        outputs: list[CollectorOutput] = []
-        try:
-            done = procs.run(
-                wrapped,
-                purpose=f"client invocation {index} ({labels['scenario']}, pass {p.collector})",
-                log=self.log,
-                stdout=inv_dir / "client.stdout",
-                stderr=inv_dir / "client.stderr",
-                timeout=self.plan.timeout_s,
-                accept=None,
-                cwd=inv_dir,
-            )
-        finally:
-            # tcpdump is stopped whatever happened to the client (or its tracer)
-            if capture is not None:
-                outputs.append(capture.stop())
+        outcome = cell.run(
+            index,
+            argv,
+            wrap=(lambda a: tracer.wrap(a, ctx)) if tracer is not None else (lambda a: a),
+            timeout_s=self.plan.timeout_s,
+            stdout=inv_dir / "client.stdout",
+            stderr=inv_dir / "client.stderr",
+            purpose=f"client invocation {index} ({labels['scenario']}, pass {p.collector})",
+        )
         exited_at = now_rfc3339()
-        exit_status = done.exit_status
-        if tracer is not None:
-            out = tracer.collect(ctx, done)
-            outputs.insert(0, out)
-            if not tracer.passes_exit_status:
-                exit_status = out.client_exit_status
-            if out.error is not None:
-                # A tracer that failed, crashed or hung taints its whole pass: the client
-                # may have been killed with it. The pass is kept as evidence but not judged.
-                p.error = p.error or f"{tracer.name} failed in invocation {index}: {out.error}"
+        ctx.client_pid = outcome.main_pid
+        if outcome.sandbox_error is not None:
+            raise ClientError(f"invocation {index}: {outcome.sandbox_error}")
         # The endpoints may still be finishing the last connection's records.
         for endpoint in (rx, decoy):
             if not endpoint.wait_idle():
                 endpoint.record("still-busy", why="connection still open 5 s after client exit")
-        claim = parse_claim((inv_dir / "client.stdout").read_bytes(), done, exit_status)
+        window.end = time.time()
+        tracer_out: CollectorOutput | None = None
+        if tracer is not None and outcome.wrapper is not None:
+            tracer_out = tracer.collect(ctx, outcome.wrapper)
+            if tracer_out.error is not None:
+                # A tracer that failed, crashed or hung taints its whole pass: the client
+                # may have been killed with it. The pass is kept as evidence but not judged.
+                p.error = (
+                    p.error or f"{tracer.name} failed in invocation {index}: {tracer_out.error}"
+                )
+        claim = parse_claim((inv_dir / "client.stdout").read_bytes(), outcome)
         for ev in claim.events:
-            self.event(
-                "client",
-                "realtime at client exit (lab)",
-                exited_at,
-                **labels,
-                invocation=index,
-                claim=ev,
-            )
-        self.event(
-            "client",
-            "realtime at client exit (lab)",
-            exited_at,
-            **labels,
-            invocation=index,
-            event="exit",
-            exit_status=exit_status,
+            self.event("client", "realtime at client exit (lab)", exited_at, **labels,
+                       invocation=index, claim=ev)  # fmt: skip
+        self.event("client", "realtime at client exit (lab)", exited_at, **labels,
+                   invocation=index, event="exit", exit_status=claim.exit_status,
+                   timed_out=claim.timed_out)  # fmt: skip
+        check = backup_check.verify(
+            backup=rx.store_dir / receiver.BACKUP_NAME,
+            fixture_sha256=p.source_sha256 or "",
+            source=cell.source,
+            receiver_digest=rx.saved_digest,
         )
-        check = verifier.verify(source=source, backup=rx.store_dir / receiver.BACKUP_NAME)
-        self.event(
-            "verifier",
-            "realtime (lab)",
-            check.checked_at,
-            **labels,
-            invocation=index,
-            event="check",
-            **check.to_dict(),
-        )
+        self.event("verifier", "realtime (lab)", check.checked_at, **labels, invocation=index,
+                   event="check", **check.to_dict())  # fmt: skip
         inv = Invocation(
             index=index,
             claim=claim,
             verifier=check,
             receiver=receiver.summarize(rx.records, invocation=index, held_at_start=held),
             decoy=receiver.summarize_decoy(decoy.records, invocation=index),
+            sandbox=sandbox_record(outcome, cell, index),
         )
         inv.artifacts["client"] = [
-            ctx.relative(ctx.out_dir / "client.stdout"),
-            ctx.relative(ctx.out_dir / "client.stderr"),
+            ctx.relative(inv_dir / "client.stdout"),
+            ctx.relative(inv_dir / "client.stderr"),
         ]
-        for out in outputs:
-            if out.artifacts:
-                inv.artifacts[out.name] = list(out.artifacts)
-            if out.summary is not None and out.error is None:
-                inv.observed[out.name] = out.summary
-            else:
-                inv.missing[out.name] = out.error or f"{out.name} produced no summary"
-        if capture_missing is not None:
-            inv.missing["packets"] = capture_missing
+        if tracer_out is not None:
+            self._record_output(inv, tracer_out)
         for name, why in self.plan.unavailable.items():
             inv.missing.setdefault(name, why)
         return inv
-
-    def start_capture(self, ctx: InvocationContext) -> tuple[Any, str | None]:
-        """Start tcpdump around one invocation; (capture, None) or (None, why not)."""
-        if self.plan.packets == "off":
-            return None, "packet capture off (--packets off)"
-        status = self.observers.get("packets")
-        if status is None or not status.available:
-            why = status.reason if status is not None else "packets were not probed"
-            return None, f"packet capture unavailable: {why}"
-        from lab.collectors.packets import PacketCapture
-
-        capture = PacketCapture(ctx, [ctx.receiver_port, ctx.decoy_port])
-        try:
-            capture.start()
-        except Exception as exc:
-            if self.plan.packets == "required":
-                raise CollectorError(
-                    f"packet capture could not start ({exc}); rerun with --packets best-effort "
-                    "or fix the capture (python -m lab doctor)."
-                ) from exc
-            return None, f"packet capture failed to start: {exc}"
-        return capture, None

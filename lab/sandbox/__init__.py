@@ -1,0 +1,256 @@
+"""The sandbox every client invocation runs in, seeded or candidate.
+
+Built from kept tools, one module each: the dedicated user (``user``: useradd), cgroups
+(``cgroup``: cgroup v2 files, v1 limit hierarchies on hybrid hosts), the network namespace
+(``netns``: iproute2 ``ip netns``, util-linux ``nsenter``), the command line (``jail``:
+bubblewrap, ``capsh``, ``prlimit``), bounded output (``output``) and the supervision of
+one invocation (``supervise``). ``probe`` says which of them this machine offers.
+
+    sandbox = Sandbox.open("run-…", limits=Limits(), log=log, masked=[key_path])
+    with sandbox.pass_cell("baseline-r1-none", client=binary, invocations=2) as cell:
+        cell.write_source(data)                      # read-only copy inside the box
+        rx_sock, decoy_sock = cell.netns.listening_sockets(2)
+        outcome = cell.run(1, client_argv, wrap=lambda argv: argv, timeout_s=60, ...)
+    sandbox.close()
+
+The pass's *box* holds the client binary and the source; the receiver's store sits beside
+it in the same root-only scratch directory, and neither that directory nor anything else of
+the lab is visible inside the sandbox.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lab.errors import SandboxError
+from lab.host import procs
+from lab.sandbox import netns as netns_mod
+from lab.sandbox.cgroup import CgroupTree, InvocationGroup, Limits, RunGroup
+from lab.sandbox.jail import JailSpec, jail_argv, resolv_conf_text
+from lab.sandbox.supervise import Outcome, supervise
+from lab.sandbox.user import ClientUser
+
+__all__ = ["Limits", "Outcome", "PassCell", "Sandbox", "SandboxSettings"]
+
+#: the client binary's name inside the box
+CLIENT_NAME = "client"
+SOURCE_NAME = "source.bin"
+
+
+@dataclass(frozen=True)
+class SandboxSettings:
+    """Bounds of every invocation; all of them are part of the frozen evaluation id."""
+
+    limits: Limits = field(default_factory=Limits)
+    #: after the main process exits, how long processes it left may run on, observed,
+    #: before the cgroup is killed (a daemon that sends at once is caught sending)
+    linger_grace_s: float = 1.0
+    #: bytes of each output stream kept at its start and at its end
+    output_head: int = 1 << 20
+    output_tail: int = 1 << 20
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.limits.to_dict(),
+            "linger_grace_s": self.linger_grace_s,
+            "output_head_bytes": self.output_head,
+            "output_tail_bytes": self.output_tail,
+        }
+
+
+class Sandbox:
+    """Per run: the client user, the run's cgroup, the settings."""
+
+    def __init__(
+        self,
+        *,
+        user: ClientUser,
+        run_group: RunGroup,
+        settings: SandboxSettings,
+        log: procs.CommandLog | None,
+        masked: Sequence[Path] = (),
+    ) -> None:
+        self.user = user
+        self.run_group = run_group
+        self.settings = settings
+        self.log = log
+        self.masked = tuple(p.resolve() for p in masked)
+        self._passes = 0
+
+    @classmethod
+    def open(
+        cls,
+        run_id: str,
+        *,
+        settings: SandboxSettings | None = None,
+        log: procs.CommandLog | None = None,
+        masked: Sequence[Path] = (),
+    ) -> Sandbox:
+        """Create (or find) the client user and the run's cgroup; raises SandboxError
+        naming the first thing this machine lacks."""
+        settings = settings or SandboxSettings()
+        for tool in ("bwrap", "capsh", "nsenter", "prlimit", "ip"):
+            procs.require_tool(tool)
+        user = ClientUser.ensure(log=log)
+        strays = user.processes()
+        if strays:
+            raise SandboxError(
+                f"processes of the client user {user.name!r} are running (pids "
+                f"{', '.join(map(str, strays[:5]))}); another lab run is active or a client "
+                "escaped; stop them before running the lab."
+            )
+        netns_mod.sweep_stale(log)
+        tree = CgroupTree.discover()
+        group = tree.run_group(run_id, settings.limits)
+        return cls(user=user, run_group=group, settings=settings, log=log, masked=masked)
+
+    def close(self) -> None:
+        self.run_group.remove()
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "enabled": True,
+            "user": self.user.to_dict(),
+            "settings": self.settings.to_dict(),
+            "cgroup": str(self.run_group.v2),
+            "limits": [e.to_dict() for e in self.run_group.enforcement],
+            "tools": ["nsenter", "bwrap", "sh", "capsh", "prlimit"],
+        }
+
+    def nproc_fallback(self) -> int | None:
+        """RLIMIT_NPROC when no cgroup enforces the pids bound (per user, weaker)."""
+        pids = next(e for e in self.run_group.enforcement if e.limit == "pids_max")
+        return None if pids.mechanism is not None else self.settings.limits.pids_max
+
+    @contextlib.contextmanager
+    def pass_cell(self, tag: str, *, client: Path, invocations: int) -> Iterator[PassCell]:
+        self._passes += 1
+        cell = PassCell(self, f"{self._passes}-{tag}", client=client, invocations=invocations)
+        try:
+            cell.open()
+            yield cell
+        finally:
+            cell.close()
+
+
+class PassCell:
+    """Per pass: the network namespace, the box, the store's directory, one cgroup per
+    invocation (made before the pass starts, so that a tracer can filter on their ids)."""
+
+    def __init__(self, sandbox: Sandbox, tag: str, *, client: Path, invocations: int) -> None:
+        self.sandbox = sandbox
+        self.tag = tag
+        self.client_source = client
+        self.count = invocations
+        self.scratch = Path(tempfile.mkdtemp(prefix="lab-pass-"))  # 0700, root's
+        self.box = self.scratch / "box"
+        self.store = self.scratch / "store"
+        self.netns = netns_mod.NetworkNamespace(netns_mod.name_for(tag), log=sandbox.log)
+        self.groups: dict[int, InvocationGroup] = {}
+
+    @property
+    def client(self) -> Path:
+        return self.box / CLIENT_NAME
+
+    @property
+    def netns_argv(self) -> list[str]:
+        return self.netns.enter_argv()
+
+    @property
+    def netns_name(self) -> str:
+        return self.netns.name
+
+    def listening_sockets(self, count: int) -> list[Any]:
+        return list(self.netns.listening_sockets(count))
+
+    @property
+    def source(self) -> Path:
+        return self.box / SOURCE_NAME
+
+    def open(self) -> None:
+        self.box.mkdir(mode=0o755)
+        self.box.chmod(0o755)
+        self.store.mkdir(mode=0o700)
+        shutil.copyfile(self.client_source, self.client)
+        self.client.chmod(0o555)
+        (self.box / "resolv.conf").write_text(resolv_conf_text(), encoding="ascii")
+        (self.box / "resolv.conf").chmod(0o444)
+        self.netns.create()
+        base = self.tag.replace("/", "-")
+        for index in range(1, self.count + 1):
+            self.groups[index] = self.sandbox.run_group.invocation(f"{base}-inv{index}")
+
+    def write_source(self, data: bytes) -> None:
+        with open(self.source, "wb") as fh:
+            fh.write(data)
+        self.source.chmod(0o444)
+
+    def group(self, index: int) -> InvocationGroup:
+        return self.groups[index]
+
+    def home(self, index: int) -> Path:
+        path = self.scratch / f"home-{index}"
+        if not path.exists():
+            path.mkdir(mode=0o700)
+            os.chown(path, self.sandbox.user.uid, self.sandbox.user.gid)
+        return path
+
+    def spec(self, index: int) -> JailSpec:
+        return JailSpec(
+            netns_path=self.netns.path,
+            uid=self.sandbox.user.uid,
+            gid=self.sandbox.user.gid,
+            box=self.box,
+            home=self.home(index),
+            resolv_conf=self.box / "resolv.conf",
+            join_files=tuple(self.group(index).join_files()),
+            nproc=self.sandbox.nproc_fallback(),
+            masked=self.sandbox.masked,
+        )
+
+    def run(
+        self,
+        index: int,
+        client_argv: Sequence[str],
+        *,
+        wrap: Callable[[list[str]], list[str]],
+        timeout_s: float,
+        stdout: Path,
+        stderr: Path,
+        purpose: str,
+    ) -> Outcome:
+        spec = self.spec(index)
+        settings = self.sandbox.settings
+        return supervise(
+            argv_for=lambda fd: wrap(jail_argv(spec, client_argv, status_fd=fd)),
+            group=self.group(index),
+            timeout_s=timeout_s,
+            linger_grace_s=settings.linger_grace_s,
+            stdout=stdout,
+            stderr=stderr,
+            purpose=purpose,
+            log=self.sandbox.log,
+            head=settings.output_head,
+            tail=settings.output_tail,
+        )
+
+    def source_changed(self, digest_before: str) -> bool:
+        """Whether the source copy on disk differs from the fixture's digest (it is
+        read-only to the client, so this should never be true)."""
+        from lab.run.fixture import sha256_file
+
+        return not self.source.is_file() or sha256_file(self.source) != digest_before
+
+    def close(self) -> None:
+        for group in self.groups.values():
+            group.kill()
+            group.remove()
+        self.netns.delete()
+        shutil.rmtree(self.scratch, ignore_errors=True)

@@ -1,0 +1,175 @@
+"""The command line that runs one client invocation inside its sandbox, outermost first:
+
+1. ``nsenter --net=/run/netns/NS`` (util-linux): the pass's network namespace, loopback only.
+2. ``bwrap`` (bubblewrap), as root: a new mount namespace whose root is an empty tmpfs with
+   read-only binds of ``/usr`` (and the merged-/usr links), a few files of ``/etc``, a fresh
+   ``/dev``, ``/proc``, a private ``/tmp``, the pass's read-only *box* (the client binary and
+   the source copy, at the same path as on the host so that uprobes, strace's decoded paths
+   and perf's symbol lookup agree) and the invocation's writable home. The lab's files, the
+   run and evidence directories, the receiver's store and the keys are simply not there.
+   The environment is cleared but for an allow-list (``ENVIRONMENT``).
+3. ``sh -c JOIN``: the shell writes its own pid into the invocation's cgroup.procs files and
+   execs the rest, so that the cgroup holds the client and its descendants and nothing of
+   the instrument (the tracer and bwrap stay outside it).
+4. ``capsh`` (libcap): the dedicated uid and gid, no supplementary groups, no
+   capabilities (bounding, inheritable and ambient sets cleared), no_new_privs. Not util-linux
+   ``setpriv``: it resolves even a numeric ``--reuid`` with ``getpwnam``, and glibc's NSS
+   then connects to nscd's socket four times *inside the client's cgroup*, which every
+   observer would rightly count as the client's own connects.
+5. ``prlimit --core=0`` (and ``--nproc`` when no pids controller enforces ``pids_max``).
+6. The client's own command line.
+
+    argv = jail_argv(JailSpec(...), client_argv, status_fd=w)
+
+bwrap reports the client's pid and its exit code on ``--json-status-fd`` (one JSON object
+per line: ``{"child-pid": N}`` then ``{"exit-code": N}``; a signal N is reported as 128+N).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lab.host import procs
+
+#: the only environment a client sees (documented in docs/client-contract.md)
+HOME = "/home/client"
+ENVIRONMENT: dict[str, str] = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "HOME": HOME,
+    "TMPDIR": "/tmp",
+}
+#: the files of /etc a dynamically linked program, a shell or a scripting runtime may need;
+#: nothing else of /etc is visible (no keys, no host configuration)
+ETC_FILES: tuple[str, ...] = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "passwd",
+    "group",
+    "nsswitch.conf",
+    "hosts",
+    "host.conf",
+    "gai.conf",
+    "protocols",
+    "services",
+    "localtime",
+    "alternatives",
+    "ssl",
+)
+#: the loopback resolver every client is given: a DNS lookup becomes a packet to this
+#: address inside the namespace, which the capture sees (nothing listens there)
+RESOLVER = "127.0.0.53"
+#: successful execve(2) calls the sandbox's main process makes before the client's own: the
+#: joining shell, capsh, prlimit (a syscall trace starts the client's part after them)
+JAIL_EXECS = 3
+#: exit status of the shell step when it cannot join the cgroup (the client never ran)
+JOIN_FAILED = 125
+_JOIN = (
+    'while [ "$1" != -- ]; do echo $$ > "$1" || exit ' + str(JOIN_FAILED) + "; shift; done; "
+    'shift; exec "$@"'
+)
+#: top-level directories that may be links into /usr (merged /usr) or real directories
+_USR_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+
+
+@dataclass(frozen=True)
+class JailSpec:
+    """Everything the command line depends on, for one invocation."""
+
+    netns_path: Path
+    uid: int
+    gid: int
+    #: read-only directory holding the client binary and the source (same path inside)
+    box: Path
+    #: the invocation's writable directory (owned by the client user), mounted at HOME
+    home: Path
+    #: the resolv.conf given to the client
+    resolv_conf: Path
+    #: cgroup.procs files the client's first process joins
+    join_files: tuple[Path, ...]
+    #: RLIMIT_NPROC when no cgroup pids controller enforces the pids bound
+    nproc: int | None = None
+    #: paths to hide even if they fall inside a bound directory (the signing key file)
+    masked: tuple[Path, ...] = field(default_factory=tuple)
+
+
+def _tool(name: str) -> str:
+    return procs.which(name) or name
+
+
+def root_binds(root: Path = Path("/")) -> list[str]:
+    """``/usr`` read-only, and each top-level lib/bin directory as the link it is on a
+    merged-/usr system or as a read-only bind otherwise."""
+    args = ["--ro-bind", "/usr", "/usr"]
+    for name in _USR_LINKS:
+        path = root / name
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), f"/{name}"]
+        elif path.is_dir():
+            args += ["--ro-bind", f"/{name}", f"/{name}"]
+    return args
+
+
+def etc_binds(resolv_conf: Path, root: Path = Path("/")) -> list[str]:
+    args: list[str] = []
+    for name in ETC_FILES:
+        if (root / "etc" / name).exists():
+            args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+    args += ["--ro-bind", str(resolv_conf), "/etc/resolv.conf"]
+    return args
+
+
+def jail_argv(spec: JailSpec, client_argv: Sequence[str], *, status_fd: int) -> list[str]:
+    argv = [_tool("nsenter"), f"--net={spec.netns_path}", "--", _tool("bwrap")]
+    argv += root_binds()
+    argv += etc_binds(spec.resolv_conf)
+    argv += ["--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp"]
+    # bwrap gives the directories it makes for a bind the mode of the source's parents (the
+    # pass's scratch directory is 0700): make the box's ancestors traversable first
+    for parent in reversed(spec.box.parents):
+        if str(parent) not in ("/", "/tmp"):
+            argv += ["--perms", "0755", "--dir", str(parent)]
+    argv += ["--ro-bind", str(spec.box), str(spec.box)]
+    argv += ["--bind", str(spec.home), HOME]
+    for path in spec.join_files:
+        argv += ["--bind", str(path.parent), str(path.parent)]
+    for path in spec.masked:
+        if path.is_file():
+            argv += ["--ro-bind", "/dev/null", str(path)]
+    argv += ["--unshare-ipc", "--unshare-uts", "--hostname", "lab-sandbox"]
+    argv += ["--die-with-parent", "--new-session", "--clearenv"]
+    for key, value in ENVIRONMENT.items():
+        argv += ["--setenv", key, value]
+    argv += ["--chdir", HOME, "--json-status-fd", str(status_fd), "--"]
+    argv += ["/bin/sh", "-c", _JOIN, "sh", *map(str, spec.join_files), "--"]
+    # capsh runs --shell with the words after "--"; the order of its options is the order
+    # of the operations: drop the bounding set while still privileged, then the ids
+    argv += [
+        _tool("capsh"),
+        "--drop=all",
+        f"--gid={spec.gid}",
+        "--groups=",
+        f"--uid={spec.uid}",
+        "--inh=",
+        "--noamb",
+        "--no-new-privs",
+        f"--shell={_tool('prlimit')}",
+        "--",
+        "--core=0",
+    ]
+    if spec.nproc is not None:
+        argv.append(f"--nproc={spec.nproc}")
+    argv += ["--", *client_argv]
+    return argv
+
+
+def resolv_conf_text() -> str:
+    return (
+        "# written by the Execution Evidence Lab: a lookup goes to this loopback address\n"
+        "# inside the sandbox's network namespace, where the packet capture sees it\n"
+        f"nameserver {RESOLVER}\noptions timeout:1 attempts:1\n"
+    )

@@ -1,0 +1,246 @@
+"""Run one client invocation in its sandbox and supervise it to the end: its main process's
+exit (or the time-out, which kills the whole cgroup), every process it left behind (recorded,
+given a short grace under observation, then killed with ``cgroup.kill``), its capped output,
+and the wrapper (a tracer, or nothing) finishing after it.
+
+    outcome = supervise(
+        argv_for=lambda status_fd: tracer_prefix + jail_argv(spec, client, status_fd=status_fd),
+        group=invocation_group, timeout_s=60, linger_grace_s=1.0,
+        stdout=inv_dir / "client.stdout", stderr=inv_dir / "client.stderr",
+        purpose="client invocation 1 (baseline, pass none)", log=log)
+    outcome.exit_status, outcome.timed_out, outcome.lingering, outcome.wrapper
+
+The main process is the one bwrap reports on ``--json-status-fd`` (``child-pid``); its
+exit is watched with a pidfd, because it is not the lab's child (the wrapper is).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lab.host import procs
+from lab.sandbox.cgroup import InvocationGroup, ProcessInfo, describe_process
+from lab.sandbox.jail import JOIN_FAILED
+from lab.sandbox.output import DEFAULT_HEAD, DEFAULT_TAIL, CappedStream, StreamRecord
+
+#: how long the wrapper (strace, perf, or bwrap itself) may take to finish once the cgroup
+#: is empty: tracers write their output after the traced processes are gone
+WRAPPER_GRACE_S = 60.0
+
+
+@dataclass
+class Outcome:
+    """What happened to one sandboxed invocation."""
+
+    exit_status: int | None
+    #: the main process did not exit within the time limit; the cgroup was killed
+    timed_out: bool
+    #: spawn to the main process's exit, seconds
+    wall_s: float
+    #: CPU time of everything that ran in the invocation's cgroup (cpu.stat), seconds
+    cpu_s: float | None
+    main_pid: int | None
+    #: processes still in the cgroup when the main process exited
+    lingering: list[ProcessInfo] = field(default_factory=list)
+    #: of those, how many were still there after the grace and were killed
+    lingering_killed: int = 0
+    #: the cgroup emptied (False only if cgroup.kill itself failed: then a process escaped)
+    contained: bool = True
+    stats: dict[str, Any] = field(default_factory=dict)
+    stdout: StreamRecord | None = None
+    stderr: StreamRecord | None = None
+    #: the whole command (wrapper + sandbox + client) as lab.host.procs saw it
+    wrapper: procs.Completed | None = None
+    #: one sentence when the sandbox itself failed (the client then never ran)
+    sandbox_error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "exit_status": self.exit_status,
+            "timed_out": self.timed_out,
+            "wall_s": round(self.wall_s, 6),
+            "cpu_s": None if self.cpu_s is None else round(self.cpu_s, 6),
+            "main_pid": self.main_pid,
+            "lingering": [p.to_dict() for p in self.lingering],
+            "lingering_killed": self.lingering_killed,
+            "contained": self.contained,
+            "stats": dict(self.stats),
+            "stdout": None if self.stdout is None else self.stdout.to_dict(),
+            "stderr": None if self.stderr is None else self.stderr.to_dict(),
+            "sandbox_error": self.sandbox_error,
+        }
+
+
+class _StatusReader:
+    """Reads bwrap's JSON status lines (child pid, then exit code) in a thread."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.child_pid: int | None = None
+        self.exit_code: int | None = None
+        self.got_pid = threading.Event()
+        self.done = threading.Event()
+        self._thread = threading.Thread(target=self._read, name="bwrap status", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        buf = b""
+        try:
+            while True:
+                try:
+                    chunk = os.read(self.fd, 4096)
+                except InterruptedError:
+                    continue
+                if not chunk:
+                    break
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    self._line(line)
+            if buf.strip():
+                self._line(buf)
+        except OSError:
+            pass
+        finally:
+            os.close(self.fd)
+            self.got_pid.set()
+            self.done.set()
+
+    def _line(self, line: bytes) -> None:
+        with contextlib.suppress(ValueError):
+            obj = json.loads(line)
+            if isinstance(obj, dict):
+                if isinstance(obj.get("child-pid"), int):
+                    self.child_pid = obj["child-pid"]
+                    self.got_pid.set()
+                if isinstance(obj.get("exit-code"), int):
+                    self.exit_code = obj["exit-code"]
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+
+def _wait_pid_exit(pid: int, timeout_s: float) -> bool:
+    """True once ``pid`` has exited (a zombie counts), False at the time-out."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        ready, _, _ = select.select([fd], [], [], max(0.0, timeout_s))
+        return bool(ready)
+    finally:
+        os.close(fd)
+
+
+def supervise(
+    *,
+    argv_for: Callable[[int], list[str]],
+    group: InvocationGroup,
+    timeout_s: float,
+    linger_grace_s: float,
+    stdout: Path,
+    stderr: Path,
+    purpose: str,
+    log: procs.CommandLog | None,
+    head: int = DEFAULT_HEAD,
+    tail: int = DEFAULT_TAIL,
+) -> Outcome:
+    status_r, status_w = os.pipe()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    argv = argv_for(status_w)
+    status = _StatusReader(status_r)
+    out = CappedStream(out_r, stdout, head=head, tail=tail)
+    err = CappedStream(err_r, stderr, head=head, tail=tail)
+    out.start()
+    err.start()
+    bg = procs.Background(
+        argv, purpose=purpose, log=log, stdout=out_w, stderr=err_w, pass_fds=[status_w]
+    )
+    t0 = time.monotonic()
+    try:
+        bg.__enter__()
+    finally:
+        for fd in (status_w, out_w, err_w):
+            os.close(fd)
+    outcome = Outcome(exit_status=None, timed_out=False, wall_s=0.0, cpu_s=None, main_pid=None)
+    try:
+        _watch(outcome, bg, status, group, t0, timeout_s, linger_grace_s)
+    finally:
+        # whatever happened above (an error, Ctrl-C): nothing of the client survives
+        outcome.contained = group.kill() and outcome.contained
+        outcome.wrapper = bg.wait(WRAPPER_GRACE_S)
+        status.join(5.0)
+        outcome.stdout = out.join(10.0)
+        outcome.stderr = err.join(10.0)
+    outcome.exit_status = status.exit_code
+    outcome.stats = group.stats()
+    outcome.cpu_s = outcome.stats.get("cpu_usage_s")
+    if outcome.main_pid is None or (
+        status.exit_code == JOIN_FAILED and not outcome.stats.get("cpu_usage_s")
+    ):
+        outcome.sandbox_error = _sandbox_failure(outcome, stderr)
+    return outcome
+
+
+def _watch(
+    outcome: Outcome,
+    bg: procs.Background,
+    status: _StatusReader,
+    group: InvocationGroup,
+    t0: float,
+    timeout_s: float,
+    linger_grace_s: float,
+) -> None:
+    deadline = t0 + timeout_s
+    # bwrap reports the client's pid once the sandbox is set up; if bwrap fails first, the
+    # status pipe closes without it
+    while not status.got_pid.wait(0.05):
+        if time.monotonic() > deadline:
+            outcome.timed_out = True
+            return
+        if not bg.alive() and not status.got_pid.is_set():
+            status.got_pid.wait(1.0)
+            break
+    outcome.main_pid = status.child_pid
+    if outcome.main_pid is None:
+        return
+    exited = _wait_pid_exit(outcome.main_pid, deadline - time.monotonic())
+    outcome.wall_s = time.monotonic() - t0
+    if not exited:
+        outcome.timed_out = True
+        outcome.contained = group.kill()
+        return
+    left = group.pids()
+    if not left:
+        return
+    outcome.lingering = [describe_process(pid) for pid in left]
+    grace_end = time.monotonic() + linger_grace_s
+    while time.monotonic() < grace_end and group.populated():
+        time.sleep(0.01)
+    outcome.lingering_killed = len(group.pids())
+    outcome.contained = group.kill()
+
+
+def _sandbox_failure(outcome: Outcome, stderr: Path) -> str:
+    try:
+        text = stderr.read_text(errors="replace").strip()
+    except OSError:
+        text = ""
+    excerpt = " ".join(text.split())[-300:]
+    if outcome.main_pid is None:
+        where = "bwrap did not start the client"
+    else:
+        where = "the client could not join its cgroup"
+    detail = f": {excerpt}" if excerpt else ""
+    return f"the sandbox failed ({where}){detail}"
