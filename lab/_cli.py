@@ -18,7 +18,13 @@ from rich.console import Console
 
 from lab import __version__
 from lab.errors import LabError
-from lab.run.orchestrate import COLLECTOR_CHOICES, PACKET_CHOICES, RunRequest, execute
+from lab.run.orchestrate import (
+    COLLECTOR_CHOICES,
+    PACKET_CHOICES,
+    SANDBOX_CHOICES,
+    RunRequest,
+    execute,
+)
 
 
 def _size(text: str) -> int:
@@ -71,6 +77,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--scenario-dir", type=Path, default=None, help="directory of scenario files (scenarios/)"
     )
+    run.add_argument(
+        "--sandbox",
+        choices=SANDBOX_CHOICES,
+        default="required",
+        help="required (default): every client invocation runs in the sandbox, and the run "
+        "refuses to start without it; off: the client runs as this user, uncontained, and the "
+        "clauses it could forge (C1, C3, C5, C6) cannot pass",
+    )
 
     doctor = sub.add_parser("doctor", help="which observers work on this machine, and why not")
     doctor.add_argument("--json", action="store_true")
@@ -119,6 +133,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         timeout_s=args.timeout,
         archive=not args.no_archive,
         scenarios_dir=args.scenario_dir,
+        sandbox=args.sandbox,
     )
     outcome = execute(request, say=lambda msg: console.print(msg, highlight=False))
     print_summary(outcome.result, console)

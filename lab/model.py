@@ -267,8 +267,10 @@ class SandboxRecord:
     cgroup: str | None = None
     cgroup_id: int | None = None
     main_pid: int | None = None
-    #: processes left in the cgroup when the main process exited
+    #: processes left in the cgroup when the main process exited (the first 32 described;
+    #: ``lingering_count`` counts them all)
     lingering: list[Lingering] = field(default_factory=list)
+    lingering_count: int = 0
     #: of those, still running after the grace, then killed with cgroup.kill
     lingering_killed: int = 0
     #: the cgroup emptied at the end (False: a process escaped the kill)
@@ -288,6 +290,7 @@ class SandboxRecord:
             "cgroup_id": self.cgroup_id,
             "main_pid": self.main_pid,
             "lingering": [p.to_dict() for p in self.lingering],
+            "lingering_count": self.lingering_count,
             "lingering_killed": self.lingering_killed,
             "contained": self.contained,
             "stats": dict(self.stats),

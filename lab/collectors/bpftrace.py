@@ -221,9 +221,16 @@ def _event(line: str) -> BpftraceEvent | None:
     )
 
 
+#: ICMP (v4 and v6) types that answer or report rather than contact (echo replies,
+#: destination unreachable, time exceeded, …): the kernel sends them, not the client
+ICMP_NOT_CONTACTS = frozenset({"0", "1", "2", "3", "4", "5", "11", "12", "14", "16", "18", "129"})
+
+
 def _destination(event: BpftraceEvent) -> str | None:
     family = event.fields.get("family")
     if event.kind == "datagram" and event.fields.get("proto") in ("1", "58"):
+        if event.fields.get("type") in ICMP_NOT_CONTACTS:
+            return None
         return f"icmp:{event.fields.get('addr')}"
     if family == "inet":
         return f"{event.fields.get('addr')}:{event.fields.get('port')}"

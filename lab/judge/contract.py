@@ -172,7 +172,7 @@ def c3_destination(p: Pass) -> PassVerdict:
             elif complete is None:
                 complete = observer
     outlived = [
-        f"invocation {inv.index}: {len(inv.sandbox.lingering)} process(es) "
+        f"invocation {inv.index}: {inv.sandbox.lingering_count} process(es) "
         f"({', '.join(sorted({q.comm for q in inv.sandbox.lingering}))}) outlived the client "
         f"and {inv.sandbox.lingering_killed} were killed before they finished"
         for inv in p.invocations

@@ -139,6 +139,7 @@ def sandbox_record(outcome: Outcome, cell: Any, index: int) -> SandboxRecord:
         cgroup_id=group.id if group is not None else None,
         main_pid=outcome.main_pid,
         lingering=[Lingering(p.pid, p.comm, list(p.argv), p.age_s) for p in outcome.lingering],
+        lingering_count=outcome.lingering_count,
         lingering_killed=outcome.lingering_killed,
         contained=outcome.contained,
         stats=dict(outcome.stats),

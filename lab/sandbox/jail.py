@@ -101,45 +101,64 @@ def _tool(name: str) -> str:
     return procs.which(name) or name
 
 
-def root_binds(root: Path = Path("/")) -> list[str]:
+class _Tree:
+    """The bwrap operations that build the sandbox's file tree, in order.
+
+    bwrap makes the missing parents of a mount point with the mode of the *source's*
+    parents (a root-only 0700 scratch directory, say), which would leave ``/etc``, ``/home``
+    or the box unreachable to the client: every parent is made first, 0755, explicitly."""
+
+    def __init__(self) -> None:
+        self.args: list[str] = []
+        self.made: set[str] = {"/"}
+
+    def parents(self, dest: str) -> None:
+        for parent in reversed(Path(dest).parents):
+            if str(parent) not in self.made:
+                self.args += ["--perms", "0755", "--dir", str(parent)]
+                self.made.add(str(parent))
+
+    def op(self, *words: str) -> None:
+        """One operation whose last word is its destination."""
+        self.parents(words[-1])
+        self.args += list(words)
+        self.made.add(words[-1])
+
+
+def root_binds(tree: _Tree, root: Path = Path("/")) -> None:
     """``/usr`` read-only, and each top-level lib/bin directory as the link it is on a
     merged-/usr system or as a read-only bind otherwise."""
-    args = ["--ro-bind", "/usr", "/usr"]
+    tree.op("--ro-bind", "/usr", "/usr")
     for name in _USR_LINKS:
         path = root / name
         if path.is_symlink():
-            args += ["--symlink", os.readlink(path), f"/{name}"]
+            tree.op("--symlink", os.readlink(path), f"/{name}")
         elif path.is_dir():
-            args += ["--ro-bind", f"/{name}", f"/{name}"]
-    return args
+            tree.op("--ro-bind", f"/{name}", f"/{name}")
 
 
-def etc_binds(resolv_conf: Path, root: Path = Path("/")) -> list[str]:
-    args: list[str] = []
+def etc_binds(tree: _Tree, resolv_conf: Path, root: Path = Path("/")) -> None:
     for name in ETC_FILES:
         if (root / "etc" / name).exists():
-            args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
-    args += ["--ro-bind", str(resolv_conf), "/etc/resolv.conf"]
-    return args
+            tree.op("--ro-bind", f"/etc/{name}", f"/etc/{name}")
+    tree.op("--ro-bind", str(resolv_conf), "/etc/resolv.conf")
 
 
 def jail_argv(spec: JailSpec, client_argv: Sequence[str], *, status_fd: int) -> list[str]:
-    argv = [_tool("nsenter"), f"--net={spec.netns_path}", "--", _tool("bwrap")]
-    argv += root_binds()
-    argv += etc_binds(spec.resolv_conf)
-    argv += ["--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp"]
-    # bwrap gives the directories it makes for a bind the mode of the source's parents (the
-    # pass's scratch directory is 0700): make the box's ancestors traversable first
-    for parent in reversed(spec.box.parents):
-        if str(parent) not in ("/", "/tmp"):
-            argv += ["--perms", "0755", "--dir", str(parent)]
-    argv += ["--ro-bind", str(spec.box), str(spec.box)]
-    argv += ["--bind", str(spec.home), HOME]
+    tree = _Tree()
+    root_binds(tree)
+    etc_binds(tree, spec.resolv_conf)
+    tree.op("--dev", "/dev")
+    tree.op("--proc", "/proc")
+    tree.op("--perms", "1777", "--tmpfs", "/tmp")
+    tree.op("--ro-bind", str(spec.box), str(spec.box))
+    tree.op("--bind", str(spec.home), HOME)
     for path in spec.join_files:
-        argv += ["--bind", str(path.parent), str(path.parent)]
+        tree.op("--bind", str(path.parent), str(path.parent))
     for path in spec.masked:
         if path.is_file():
-            argv += ["--ro-bind", "/dev/null", str(path)]
+            tree.op("--ro-bind", "/dev/null", str(path))
+    argv = [_tool("nsenter"), f"--net={spec.netns_path}", "--", _tool("bwrap"), *tree.args]
     argv += ["--unshare-ipc", "--unshare-uts", "--hostname", "lab-sandbox"]
     argv += ["--die-with-parent", "--new-session", "--clearenv"]
     for key, value in ENVIRONMENT.items():

@@ -32,6 +32,8 @@ from lab.sandbox.cgroup import InvocationGroup, ProcessInfo, describe_process
 from lab.sandbox.jail import JOIN_FAILED
 from lab.sandbox.output import DEFAULT_HEAD, DEFAULT_TAIL, CappedStream, StreamRecord
 
+#: lingering processes described one by one (a fork bomb leaves hundreds: they are counted)
+LINGERING_DESCRIBED = 32
 #: how long the wrapper (strace, perf, or bwrap itself) may take to finish once the cgroup
 #: is empty: tracers write their output after the traced processes are gone
 WRAPPER_GRACE_S = 60.0
@@ -49,8 +51,10 @@ class Outcome:
     #: CPU time of everything that ran in the invocation's cgroup (cpu.stat), seconds
     cpu_s: float | None
     main_pid: int | None
-    #: processes still in the cgroup when the main process exited
+    #: processes still in the cgroup when the main process exited (the first
+    #: LINGERING_DESCRIBED of them; ``lingering_count`` counts them all)
     lingering: list[ProcessInfo] = field(default_factory=list)
+    lingering_count: int = 0
     #: of those, how many were still there after the grace and were killed
     lingering_killed: int = 0
     #: the cgroup emptied (False only if cgroup.kill itself failed: then a process escaped)
@@ -71,6 +75,7 @@ class Outcome:
             "cpu_s": None if self.cpu_s is None else round(self.cpu_s, 6),
             "main_pid": self.main_pid,
             "lingering": [p.to_dict() for p in self.lingering],
+            "lingering_count": self.lingering_count,
             "lingering_killed": self.lingering_killed,
             "contained": self.contained,
             "stats": dict(self.stats),
@@ -224,7 +229,8 @@ def _watch(
     left = group.pids()
     if not left:
         return
-    outcome.lingering = [describe_process(pid) for pid in left]
+    outcome.lingering_count = len(left)
+    outcome.lingering = [describe_process(pid) for pid in left[:LINGERING_DESCRIBED]]
     grace_end = time.monotonic() + linger_grace_s
     while time.monotonic() < grace_end and group.populated():
         time.sleep(0.01)

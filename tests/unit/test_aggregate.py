@@ -30,6 +30,7 @@ def test_k_of_n_per_clause_and_calibration() -> None:
         "pass": 2,
         "fail": 1,
         "not-observed": 1,
+        "not-exercised": 0,
         "expected": "pass",
         "as_expected": 2,
     }

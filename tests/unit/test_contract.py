@@ -9,8 +9,10 @@ from lab.model import (
     ClientClaim,
     DecoySummary,
     Invocation,
+    Lingering,
     Pass,
     ReceiverSummary,
+    SandboxRecord,
     ScenarioResult,
     VerifierCheck,
 )
@@ -74,11 +76,14 @@ def test_baseline_passes_all_but_c3_without_a_syscall_observer() -> None:
         "C1": "pass",
         "C2": "pass",
         "C3": "not-observed",
-        "C4": "pass",
-        "C5": "pass",
+        "C4": "not-exercised",
+        "C5": "not-exercised",
         "C6": "pass",
     }
     assert "cannot rule out" in v["C3"].reason
+    # what was still checked is said
+    assert "no invocation exceeded 3 upload attempts" in v["C4"].reason
+    assert "changed only by validated commits" in v["C5"].reason
 
 
 def test_c3_passes_only_with_complete_destination_evidence() -> None:
@@ -105,7 +110,8 @@ def test_false_success_fails_c1_and_c6() -> None:
     )
     v = contract.judge_pass(p, faults_configured=False)
     assert v["C1"].outcome == "fail" and v["C6"].outcome == "fail"
-    assert v["C2"].outcome == "pass" and v["C4"].outcome == "pass"
+    # nothing was saved, so no later upload could be redundant, and nothing was dropped
+    assert v["C2"].outcome == "not-exercised" and v["C4"].outcome == "not-exercised"
 
 
 def test_redundant_upload_fails_c2() -> None:
@@ -135,7 +141,10 @@ def test_c4_recovery() -> None:
     too_many = passes(inv(1, puts=4, decisions=["dropped-by-fault"] * 3 + ["committed"]))
     assert contract.c4_recovery(too_many, True).outcome == "fail"
     untriggered = passes(inv(1, puts=0, payload=0, decisions=[]))
-    assert contract.c4_recovery(untriggered, True).outcome == "not-observed"
+    assert contract.c4_recovery(untriggered, True).outcome == "not-exercised"
+    # a client that gives up after a drop fails, it is not "not exercised"
+    gave_up = passes(inv(1, puts=1, decisions=["dropped-by-fault"], exit_status=1, status="failed"))
+    assert contract.c4_recovery(gave_up, True).outcome == "fail"
 
 
 def test_c5_backup_untouched_after_rejection() -> None:
@@ -184,3 +193,87 @@ def test_merge_fail_anywhere_wins_and_pass_needs_evidence() -> None:
     result.passes.append(bad)
     verdicts = contract.judge(result, expected={"C3": "pass"}, faults_configured=False)
     assert verdicts["C3"].observed == "fail" and verdicts["C3"].agrees is False
+
+
+# -- evidence the client cannot forge ------------------------------------------------------
+
+
+def test_c1_fails_when_the_store_holds_what_the_receiver_never_committed() -> None:
+    # the file on disk matches the source, but the receiver committed nothing: it was
+    # written outside the protocol, never a pass
+    forged = inv(1, puts=0, payload=0, decisions=[])
+    forged.verifier = VerifierCheck(
+        True, True, SRC, SRC, 100, "t", receiver_digest=None, store_consistent=False
+    )
+    p = passes(forged)
+    v = contract.judge_pass(p, faults_configured=False)
+    assert v["C1"].outcome == "fail" and "outside the protocol" in v["C1"].reason
+    assert v["C5"].outcome == "fail"
+    assert v["C6"].outcome == "fail"
+
+
+def test_c1_fails_when_the_source_changed() -> None:
+    changed = inv(1)
+    changed.verifier = VerifierCheck(True, True, SRC, SRC, 100, "t", source_unchanged=False)
+    v = contract.judge_pass(passes(changed), faults_configured=False)
+    assert v["C1"].outcome == "fail" and "source was changed" in v["C1"].reason
+
+
+def test_c3_is_not_observed_when_a_channel_cannot_be_decoded() -> None:
+    seen = {"strace": {"destinations": [RX], "undecodable": ["io_uring (io_uring_enter): …"]}}
+    p = passes(inv(1, observed=seen), inv(2, held=True, puts=0, payload=0, observed=seen))
+    verdict = contract.c3_destination(p)
+    assert verdict.outcome == "not-observed" and "io_uring" in verdict.reason
+    lost = {"bpftrace": {"destinations": [RX], "events_complete": False, "lost_events": 3}}
+    p = passes(inv(1, observed=lost))
+    assert contract.c3_destination(p).outcome == "not-observed"
+
+
+def test_c3_fails_even_through_a_channel_that_cannot_be_decoded() -> None:
+    seen = {
+        "strace": {"destinations": [RX], "undecodable": ["io_uring"]},
+        "packets": {"destinations": [RX, "127.0.0.2:9"]},
+    }
+    verdict = contract.c3_destination(passes(inv(1, observed=seen)))
+    assert verdict.outcome == "fail" and "127.0.0.2:9" in verdict.reason
+
+
+def test_c3_is_not_observed_when_a_process_outlived_the_client() -> None:
+    seen = {"strace": {"destinations": [RX]}}
+    daemon = inv(1, observed=seen)
+    daemon.sandbox = SandboxRecord(
+        enabled=True,
+        lingering=[Lingering(42, "client", ["client"], 0.01)],
+        lingering_count=1,
+        lingering_killed=1,
+    )
+    verdict = contract.c3_destination(passes(daemon))
+    assert verdict.outcome == "not-observed" and "outlived the client" in verdict.reason
+
+
+def test_without_the_sandbox_forgeable_clauses_never_pass() -> None:
+    seen = {"strace": {"destinations": [RX]}}
+    p = passes(inv(1, observed=seen), inv(2, held=True, puts=0, payload=0, observed=seen))
+    p.sandboxed = False
+    v = contract.judge_pass(p, faults_configured=False)
+    assert {c: v[c].outcome for c in ("C1", "C3", "C5", "C6")} == {
+        "C1": "not-observed",
+        "C3": "not-observed",
+        "C5": "not-exercised",
+        "C6": "not-observed",
+    }
+    assert "--sandbox off" in v["C1"].reason
+    assert v["C2"].outcome == "pass"  # the receiver's records are the lab's own
+    failing = passes(inv(1, exists=False, matches=False, puts=0, payload=0, decisions=[]))
+    failing.sandboxed = False
+    assert contract.judge_pass(failing, faults_configured=False)["C1"].outcome == "fail"
+
+
+def test_merge_prefers_pass_then_not_exercised_then_not_observed() -> None:
+    n_e = contract.PassVerdict("not-exercised", ["receiver"], "never dropped")
+    n_o = contract.PassVerdict("not-observed", ["receiver"], "no evidence")
+    assert contract.merge([("none", n_o), ("strace", n_e)], "not-exercised").observed == (
+        "not-exercised"
+    )
+    ok = contract.PassVerdict("pass", ["receiver"], "fine")
+    assert contract.merge([("none", n_e), ("strace", ok)], None).observed == "pass"

@@ -1,10 +1,12 @@
 """Re-capture the strace and bpftrace fixtures of tests/assets/{strace,bpftrace}/ (root).
 
     python3 tests/assets/strace/capture.py            # needs gcc, strace, bpftrace, root
+    python3 tests/assets/strace/capture.py --bpftrace-only
     make -C native && python3 tests/assets/strace/capture.py
 
 Every fixture is the real output of a real program, traced with exactly the command line
-the collectors build (``StraceCollector.wrap`` / ``BpftraceCollector.wrap``), against a
+the collectors build (``StraceCollector.wrap``; bpftrace as ``BpftraceSession`` runs it, once per pass in the
+sandbox), against a
 loopback receiver started here (HAVE -> the chosen answer, PUT -> read the payload, OK).
 Paths are kept as they were on the capturing machine: the fixtures live under
 ``/tmp/lab-fixture`` (the source file's name has a space and a ``>`` so that strace's
@@ -34,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from lab.host import procs  # noqa: E402
 from lab.collectors.base import InvocationContext  # noqa: E402
-from lab.collectors.bpftrace import BpftraceCollector  # noqa: E402
+from lab.collectors.bpftrace import BpftraceSession  # noqa: E402
 from lab.collectors.strace import StraceCollector  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -251,89 +253,75 @@ def capture_strace(source: Path, program: Path, native: Path | None) -> dict[str
 
 
 def capture_bpftrace(source: Path, program: Path, native: Path | None) -> dict[str, object]:
-    records: dict[str, object] = {}
-    tracer = BpftraceCollector()
+    """One bpftrace session per pass, as the runner runs it: a sandbox cell per capture,
+    the session filtered on its invocation cgroups, the client run in the jail."""
+    import hashlib
 
-    def run_one(name: str, binary: Path, src: Path, extra: list[str], answer: str) -> None:
-        with receiver(answer) as rx:
-            ctx = context(f"bt-{name}", src, rx.port)
-            ctx.client_path = binary
-            argv = [str(binary), "--source", str(ctx.source_path)]
-            argv += ["--receiver", f"127.0.0.1:{rx.port}", *extra]
-            done = run_traced(tracer.wrap(argv, ctx), ctx, "bpftrace")
-            shutil.copyfile(ctx.out_dir / "bpftrace.txt", BPF_ASSETS / f"{name}.txt")
-            shutil.copyfile(ctx.out_dir / "bpftrace.bt", BPF_ASSETS / f"{name}.bt")
-            symbols = ctx.out_dir / "bpftrace.symbols.txt"
-            shutil.copyfile(symbols, BPF_ASSETS / f"{name}.symbols.txt")
+    from lab.collectors.base import PassContext, Window
+    from lab.run.receiver import Decoy, Receiver
+    from lab.sandbox import Sandbox
+
+    records: dict[str, object] = {}
+    sandbox = Sandbox.open(f"fixture-capture-{os.getpid()}")
+
+    def run_pass(name: str, binary: Path, data: bytes, runs: list[list[str]]) -> None:
+        with sandbox.pass_cell(name, client=binary, invocations=len(runs)) as cell:
+            cell.write_source(data)
+            out = WORK / f"bt-{name}"
+            shutil.rmtree(out, ignore_errors=True)
+            out.mkdir(parents=True)
+            rx_sock, decoy_sock = cell.listening_sockets(2)
+            with (
+                Receiver.serving(cell.store, out / "rx.jsonl", sock=rx_sock) as rx,
+                Decoy.serving(out / "decoy.jsonl", sock=decoy_sock) as decoy,
+            ):
+                windows = [
+                    Window(i, out / f"inv{i}", cell.group(i).v2, cell.group(i).id)
+                    for i in range(1, len(runs) + 1)
+                ]
+                ctx = PassContext(
+                    run_dir=out, out_dir=out, client_path=cell.client, source_path=cell.source,
+                    receiver_address=("127.0.0.1", rx.port),
+                    decoy_address=("127.0.0.1", decoy.port),
+                    log=procs.CommandLog(out / "commands.jsonl", root=out),
+                    netns_argv=cell.netns_argv, windows=windows,
+                )  # fmt: skip
+                session = BpftraceSession()
+                session.start(ctx)
+                try:
+                    for window, extra in zip(windows, runs, strict=True):
+                        rx.invocation = window.index
+                        argv = [str(cell.client), "--source", str(cell.source)]
+                        argv += ["--receiver", rx.address, *extra]
+                        cell.run(window.index, argv, wrap=lambda a: a, timeout_s=60,
+                                 stdout=out / f"client{window.index}.stdout",
+                                 stderr=out / f"client{window.index}.stderr",
+                                 purpose=f"fixture capture ({name})")  # fmt: skip
+                finally:
+                    session.stop()
+            for suffix in ("txt", "bt", "symbols.txt"):
+                shutil.copyfile(out / f"bpftrace.{suffix}", BPF_ASSETS / f"{name}.{suffix}")
             records[name] = {
-                "source": str(src),
-                "exit_status": done.exit_status,
+                "source": str(cell.source),
                 "receiver_port": rx.port,
+                "cgroup_ids": [w.cgroup_id for w in windows],
+                "source_sha256": hashlib.sha256(data).hexdigest(),
             }
 
-    extra = ["--udp", "47020", "--mmsg", "47021", "--exit", "3"]
-    run_one("program", program, source, extra, "NO")
-    nohash = WORK / "traced_program_nohash"
-    run_one("program_no_hash_file", nohash, source, ["--hashes", "3"], "YES")
-
-    # Why the symbol check exists: bpftrace 0.17 silently skips a uprobe whose symbol is
-    # missing and still prints its count() map, as 0. The unpruned template on a binary
-    # without hash_file prints "@hash_calls: 0" for a function that does not exist.
-    with receiver("YES") as rx:
-        ctx = context("bt-unpruned", source, rx.port)
-        script = ctx.out_dir / "unpruned.bt"
-        template = (ROOT / "probes" / "client.bt").read_text()
-        script.write_text(template.replace("__BINARY__", str(nohash)))
-        command = f"{nohash} --source {source} --receiver 127.0.0.1:{rx.port}"
-        out = ctx.out_dir / "out.txt"
-        done = run_traced(["bpftrace", "-o", str(out), str(script), "-c", command], ctx, "bt")
-        shutil.copyfile(out, BPF_ASSETS / "unpruned_missing_symbol.txt")
-        records["unpruned_missing_symbol"] = {"exit_status": done.exit_status}
-
-    # bpftrace refusing to start: a tracepoint this kernel does not have.
-    ctx = context("bt-start-failure", source, 0)
-    script = ctx.out_dir / "bad.bt"
-    script.write_text(
-        template.replace("__BINARY__", str(program)).replace(
-            "sys_enter_connect", "sys_enter_no_such_call"
-        )
-    )
-    out = ctx.out_dir / "out.txt"
-    done = run_traced(["bpftrace", "-o", str(out), str(script), "-c", "/bin/true"], ctx, "bt")
-    shutil.copyfile(out, BPF_ASSETS / "start_failure.txt")
-    shutil.copyfile(ctx.out_dir / "client.stderr", BPF_ASSETS / "start_failure.stderr")
-    records["start_failure"] = {"exit_status": done.exit_status}
-
-    # A client that never touches a socket: the sum() maps are never printed.
-    ctx = context("bt-true", source, 0)
-    true = Path(shutil.which("true") or "/bin/true").resolve()
-    ctx.client_path = true
-    done = run_traced(tracer.wrap([str(true)], ctx), ctx, "bpftrace")
-    shutil.copyfile(ctx.out_dir / "bpftrace.txt", BPF_ASSETS / "true.txt")
-    shutil.copyfile(ctx.out_dir / "bpftrace.bt", BPF_ASSETS / "true.bt")
-    records["true"] = {"exit_status": done.exit_status}
-
-    # bpftrace killed mid-run (SIGKILL to its process group): no END marker, no maps.
-    ctx = context("bt-killed", source, 0)
-    sleep = Path(shutil.which("sleep") or "/bin/sleep").resolve()
-    ctx.client_path = sleep
-    argv = tracer.wrap([str(sleep), "30"], ctx)
-    with procs.Background(
-        argv,
-        purpose="fixture capture (bpftrace killed)",
-        log=ctx.log,
-        stdout=ctx.out_dir / "client.stdout",
-        stop_signal=signal.SIGKILL,
-    ):
-        time.sleep(4)
-    shutil.copyfile(ctx.out_dir / "bpftrace.txt", BPF_ASSETS / "killed.txt")
-    records["killed"] = {"exit_status": None}
-
-    if native is not None:
-        big = WORK / "source512k.bin"  # no space: bpftrace -c splits on spaces
-        make_source(big, 524288)
-        run_one("native_hash_storm_second", native, big, ["--behavior", "hash-storm"], "YES")
-        run_one("native_baseline_first", native, big, ["--behavior", "baseline"], "NO")
+    small = source.read_bytes()
+    try:
+        run_pass("program", program, small, [["--udp", "47020", "--mmsg", "47021", "--exit", "3"]])
+        run_pass("program_no_hash_file", WORK / "traced_program_nohash", small, [["--hashes", "3"]])
+        true = Path(shutil.which("true") or "/bin/true").resolve()
+        run_pass("true", true, small, [[]])
+        if native is not None:
+            big = WORK / "source512k.bin"
+            make_source(big, 524288)
+            data = big.read_bytes()
+            for name, behavior in (("native_baseline", "baseline"), ("native_hash_storm", "hash-storm")):
+                run_pass(name, native, data, [["--behavior", behavior]] * 2)
+    finally:
+        sandbox.close()
     return records
 
 
@@ -353,8 +341,9 @@ def main() -> None:
     )
     native = ROOT / "native" / "backup-client"
     found = native if native.exists() else None
-    records = capture_strace(source, program, found)
-    (HERE / "fixtures.json").write_text(json.dumps(records, indent=2, sort_keys=True) + "\n")
+    if "--bpftrace-only" not in sys.argv:
+        records = capture_strace(source, program, found)
+        (HERE / "fixtures.json").write_text(json.dumps(records, indent=2, sort_keys=True) + "\n")
     plain = WORK / "source1.bin"
     make_source(plain, 200000)
     records = capture_bpftrace(plain, program, found)

@@ -24,7 +24,7 @@ from pathlib import Path
 import dpkt
 import pytest
 
-from lab.collectors.base import InvocationContext
+from lab.collectors.base import PassContext, Window
 from lab.collectors.packets import (
     DLT_EN10MB,
     DLT_LINUX_SLL,
@@ -37,6 +37,7 @@ from lab.collectors.packets import (
     parse_counters,
     read_pcap,
     summarize_packets,
+    write_pcap,
 )
 from lab.errors import CollectorError
 from lab.host.procs import CommandLog, Completed
@@ -62,7 +63,7 @@ def test_payload_bytes_per_port_and_direction(
 ) -> None:
     link, parsed = read_pcap(_pcap(assets, name))
     assert link == dlt
-    s = summarize_packets(parsed, R, D, [R, D])
+    s = summarize_packets(parsed, R, D)
     assert s["packets"] == packets
     assert s["payload_bytes_to_receiver"] == 3000
     assert s["payload_bytes_from_receiver"] == 3
@@ -99,7 +100,7 @@ def test_dlt_null_is_parsed(assets: Path) -> None:
     )
     link, parsed = read_pcap(null)
     assert link == DLT_NULL
-    s = summarize_packets(parsed, R, D, [R, D])
+    s = summarize_packets(parsed, R, D)
     assert (s["packets"], s["payload_bytes_to_receiver"], s["payload_bytes_to_decoy"]) == (
         19,
         3000,
@@ -125,7 +126,7 @@ def test_retransmitted_segment_is_counted_once(assets: Path) -> None:
         if isinstance(ip.data, dpkt.tcp.TCP) and ip.len - 20 - ip.data.off * 4 == 3000:
             writer.writepkt(buf, ts=ts + 0.2)  # the same segment again
     _, parsed = read_pcap(out.getvalue())
-    s = summarize_packets(parsed, R, D, [R, D])
+    s = summarize_packets(parsed, R, D)
     assert s["packets"] == 20
     assert s["retransmitted_bytes"] == 3000
     assert s["payload_bytes_to_receiver"] == 3000
@@ -133,7 +134,7 @@ def test_retransmitted_segment_is_counted_once(assets: Path) -> None:
 
 def test_real_retransmission_is_counted_once(assets: Path) -> None:
     _, parsed = read_pcap(_pcap(assets, "retransmission"))
-    s = summarize_packets(parsed, 47415, 55695, [47415, 55695])
+    s = summarize_packets(parsed, 47415, 55695)
     assert s["payload_bytes_to_receiver"] == 524_288
     assert s["retransmitted_bytes"] == 14_875
     assert s["payload_bytes_to_decoy"] == 11
@@ -172,12 +173,12 @@ def test_retransmission_cut_differently_is_counted_once() -> None:
     packets = [
         p if p.seq < 2**32 else Packet(**{**p.__dict__, "seq": p.seq - 2**32}) for p in packets
     ]
-    s = summarize_packets(packets, R, D, [R, D])
+    s = summarize_packets(packets, R, D)
     assert s["payload_bytes_to_receiver"] == 3500
     assert s["retransmitted_bytes"] == 1500
     # A new connection from the same port starts a new sequence space.
     again = [*packets, _segment(7, 0, "S"), _segment(8, 1000)]
-    s = summarize_packets(again, R, D, [R, D])
+    s = summarize_packets(again, R, D)
     assert s["payload_bytes_to_receiver"] == 4500
     assert s["connections_to_receiver"] == 2
 
@@ -196,7 +197,7 @@ def test_ipv6_destination_is_bracketed() -> None:
     out = io.BytesIO()
     dpkt.pcap.Writer(out, linktype=DLT_EN10MB).writepkt(bytes(eth), ts=1.0)
     _, parsed = read_pcap(out.getvalue())
-    s = summarize_packets(parsed, R, D, [R, D])
+    s = summarize_packets(parsed, R, D)
     assert s["destinations"] == ["[::1]:40111"]
     assert s["connections_to_receiver"] == 1
 
@@ -219,19 +220,21 @@ def test_counters_from_tcpdump_stderr(assets: Path) -> None:
     }
 
 
-def _ctx(tmp_path: Path) -> InvocationContext:
-    out = tmp_path / "inv1"
-    out.mkdir()
-    return InvocationContext(
+def _ctx(tmp_path: Path, windows: list[tuple[float, float]] | None = None) -> PassContext:
+    spans = windows or [(0.0, float("inf"))]
+    return PassContext(
         run_dir=tmp_path,
-        out_dir=out,
+        out_dir=tmp_path / "pass",
         client_path=tmp_path / "client",
         source_path=tmp_path / "source.bin",
-        source_size=3000,
-        receiver_port=R,
-        decoy_port=D,
-        invocation=1,
+        receiver_address=("127.0.0.1", R),
+        decoy_address=("127.0.0.1", D),
         log=CommandLog(tmp_path / "commands.jsonl", root=tmp_path),
+        netns_argv=["nsenter", "--net=/run/netns/x", "--"],
+        windows=[
+            Window(i, tmp_path / "pass" / f"inv{i}", None, None, start, end)
+            for i, (start, end) in enumerate(spans, start=1)
+        ],
     )
 
 
@@ -248,45 +251,109 @@ def _completed(status: int | None = 0, signal: int | None = None) -> Completed:
     )
 
 
+def _kept(assets: Path, ctx: PassContext, name: str = "lo-en10mb") -> None:
+    ctx.out_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copy(assets / "packets" / f"{name}.pcap", ctx.out_dir / "capture.pcap")
+    shutil.copy(assets / "packets" / f"{name}.stderr.txt", ctx.out_dir / "tcpdump.stderr.txt")
+
+
 def test_collect_from_kept_files(assets: Path, tmp_path: Path) -> None:
     ctx = _ctx(tmp_path)
-    shutil.copy(assets / "packets" / "lo-en10mb.pcap", ctx.out_dir / "capture.pcap")
-    shutil.copy(assets / "packets" / "lo-en10mb.stderr.txt", ctx.out_dir / "tcpdump.stderr.txt")
-    out = PacketCapture(ctx).collect(_completed())
+    _kept(assets, ctx)
+    out = PacketCapture().collect(ctx, _completed())[1]
     assert out.error is None
     assert out.summary is not None
     s = out.summary
     assert (s["captured"], s["packets"], s["received_by_filter"]) == (19, 19, 38)
     assert (s["dropped_by_kernel"], s["dropped_by_interface"]) == (0, 0)
     assert s["payload_bytes_to_receiver"] == 3000
-    assert s["filter"] == "(tcp or udp) and (port 40111 or port 40112)"
+    assert (s["filter"], s["counters_scope"], s["packets_outside_invocations"]) == (None, "pass", 0)
     assert out.artifacts == [
-        "inv1/capture-summary.txt",
-        "inv1/capture.pcap",
-        "inv1/tcpdump.stderr.txt",
+        "pass/capture.pcap",
+        "pass/inv1/capture-summary.txt",
+        "pass/inv1/capture.pcap",
+        "pass/tcpdump.stderr.txt",
     ]
-    lines = (ctx.out_dir / "capture-summary.txt").read_text().splitlines()
+    lines = (ctx.windows[0].out_dir / "capture-summary.txt").read_text().splitlines()
     assert len(lines) == 19
     assert lines[3] == "1795968601.894885 tcp 127.0.0.1:40232 -> 127.0.0.1:40111 [P.] payload 3000"
     assert lines[-1] == "1795968601.895538 udp 127.0.0.1:42028 -> 127.0.0.1:40112 payload 5"
+    # the invocation's own pcap holds exactly its packets, frames verbatim
+    _, again = read_pcap((ctx.windows[0].out_dir / "capture.pcap").read_bytes())
+    _, whole = read_pcap(_pcap(assets, "lo-en10mb"))
+    assert [p.frame for p in again] == [p.frame for p in whole]
+
+
+def test_packets_are_split_by_invocation_window(assets: Path, tmp_path: Path) -> None:
+    _, whole = read_pcap(_pcap(assets, "lo-en10mb"))
+    middle = whole[8].ts
+    end = whole[-1].ts - 1e-6  # pcap stamps are microseconds
+    ctx = _ctx(tmp_path, [(0.0, middle), (middle + 1e-6, end)])
+    _kept(assets, ctx)
+    outs = PacketCapture().collect(ctx, _completed())
+    first, second = outs[1].summary, outs[2].summary
+    assert first is not None and second is not None
+    in_first = sum(1 for p in whole if p.ts <= middle)
+    in_second = sum(1 for p in whole if middle < p.ts <= end)
+    assert (first["packets"], second["packets"]) == (in_first, in_second)
+    assert in_first > 0 and in_second > 0
+    # what fell in no window is counted, never silently given to an invocation
+    assert first["packets_outside_invocations"] == len(whole) - in_first - in_second > 0
 
 
 def test_collect_without_counters_is_an_error(assets: Path, tmp_path: Path) -> None:
     ctx = _ctx(tmp_path)
-    shutil.copy(assets / "packets" / "lo-en10mb.pcap", ctx.out_dir / "capture.pcap")
-    (ctx.out_dir / "tcpdump.stderr.txt").write_text("tcpdump: listening on lo\n")
-    out = PacketCapture(ctx).collect(_completed(None, 9))
+    _kept(assets, ctx)
+    (ctx.out_dir / "tcpdump.stderr.txt").write_text("tcpdump: listening on any\n")
+    out = PacketCapture().collect(ctx, _completed(None, 9))[1]
     assert out.summary is None
     assert out.error == "tcpdump was killed by signal 9 without reporting its packet counters"
 
 
 def test_collect_truncated_pcap_is_an_error(assets: Path, tmp_path: Path) -> None:
     ctx = _ctx(tmp_path)
+    _kept(assets, ctx)
     (ctx.out_dir / "capture.pcap").write_bytes(b"\x00\x01garbage")
-    shutil.copy(assets / "packets" / "lo-en10mb.stderr.txt", ctx.out_dir / "tcpdump.stderr.txt")
-    out = PacketCapture(ctx).collect(_completed())
+    out = PacketCapture().collect(ctx, _completed())[1]
     assert out.summary is None
     assert out.error is not None and out.error.startswith("capture.pcap could not be parsed")
+
+
+def _udp_and_icmp() -> bytes:
+    out = io.BytesIO()
+    writer = dpkt.pcap.Writer(out, linktype=DLT_EN10MB)
+    lo = socket.inet_pton(socket.AF_INET, "127.0.0.1")
+    other = socket.inet_pton(socket.AF_INET, "127.0.0.2")
+    udp = dpkt.udp.UDP(sport=5000, dport=9, data=b"telemetry")
+    udp.ulen = len(bytes(udp))
+    frames = [
+        dpkt.ip.IP(src=lo, dst=other, p=dpkt.ip.IP_PROTO_UDP, data=udp),
+        # the kernel's answer: port unreachable (an error, not a contact)
+        dpkt.ip.IP(src=other, dst=lo, p=dpkt.ip.IP_PROTO_ICMP,
+                   data=dpkt.icmp.ICMP(type=3, code=3, data=dpkt.icmp.ICMP.Unreach())),
+        # an echo request is a contact
+        dpkt.ip.IP(src=lo, dst=other, p=dpkt.ip.IP_PROTO_ICMP,
+                   data=dpkt.icmp.ICMP(type=8, data=dpkt.icmp.ICMP.Echo(id=1, seq=1))),
+    ]  # fmt: skip
+    for i, ip in enumerate(frames):
+        ip.len = len(bytes(ip))
+        eth = dpkt.ethernet.Ethernet(type=dpkt.ethernet.ETH_TYPE_IP, data=ip)
+        writer.writepkt(bytes(eth), ts=1.0 + i)
+    return out.getvalue()
+
+
+def test_datagrams_and_icmp_queries_are_destinations_errors_are_not() -> None:
+    _, parsed = read_pcap(_udp_and_icmp())
+    assert [p.proto for p in parsed] == ["udp", "icmp", "icmp"]
+    assert [p.initiates for p in parsed] == [True, False, True]
+    s = summarize_packets(parsed, R, D)
+    assert s["destinations"] == ["127.0.0.2:9", "icmp:127.0.0.2"]
+
+
+def test_write_pcap_round_trips(assets: Path) -> None:
+    dlt, parsed = read_pcap(_pcap(assets, "any-sll2"))
+    dlt2, again = read_pcap(write_pcap(dlt, parsed))
+    assert (dlt2, [p.frame for p in again]) == (dlt, [p.frame for p in parsed])
 
 
 def test_filter_covers_tcp_and_udp_on_every_port() -> None:
@@ -321,7 +388,5 @@ def test_probe_names_the_package_when_tcpdump_is_missing(
     assert "install the Debian package 'tcpdump'" in status.reason
 
 
-def test_stop_before_start_is_an_error(tmp_path: Path) -> None:
-    out = PacketCapture(_ctx(tmp_path)).stop()
-    assert out.summary is None
-    assert out.error == "packet capture was never started"
+def test_stop_before_start_records_nothing() -> None:
+    assert PacketCapture().stop() == {}

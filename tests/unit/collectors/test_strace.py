@@ -275,3 +275,72 @@ def test_summaries_match_the_results_schema(
     invocation = schema["properties"]["scenarios"]["items"]["properties"]["invocations"]
     observed = invocation["items"]["properties"]["observed"]["properties"]["strace"]
     jsonschema.validate(parse(assets, fixtures, name).to_dict(), observed)
+
+
+# -- the sandbox's own steps in the trace -----------------------------------------------------
+
+
+def sandboxed(assets: Path, fixtures: dict[str, Any]) -> strace.StraceSummary:
+    name = "sandboxed_baseline_first"
+    text = (assets / "strace" / f"{name}.txt").read_text()
+    fx = fixtures[name]
+    return parse_strace(text, fx["source"], client_pid=fx["client_pid"], execs_before_client=3)
+
+
+def test_sandbox_steps_are_not_the_clients(assets: Path, fixtures: dict[str, Any]) -> None:
+    # nsenter, bwrap (two processes), the joining shell, capsh and prlimit run before the
+    # client's own execve: 1,400-odd calls, none of them counted as the client's
+    s = sandboxed(assets, fixtures)
+    port = fixtures["sandboxed_baseline_first"]["receiver_port"]
+    assert s.sandbox_syscalls > 1000
+    assert s.processes == 1
+    assert s.connects == 2
+    assert s.destinations == [f"127.0.0.1:{port}"]
+    assert s.source_bytes_read == 2 * NATIVE_SIZE
+    assert s.exit_status == 0 and s.complete
+    whole = parse_strace(
+        (assets / "strace" / "sandboxed_baseline_first.txt").read_text(),
+        fixtures["sandboxed_baseline_first"]["source"],
+    )
+    assert whole.syscalls == s.syscalls + s.sandbox_syscalls
+    assert whole.processes > s.processes
+
+
+def test_client_calls_follow_forks_after_the_client_exec() -> None:
+    def call(pid: int, name: str, ret: int, args: str = "") -> strace.Syscall:
+        return strace.Syscall(pid, 0.0, name, args, ret, None, None)
+
+    calls = [
+        call(10, "execve", 0),  # the joining shell
+        call(10, "clone", 11),  # a fork of the sandbox's own (not the client's)
+        call(11, "connect", 0),
+        call(10, "execve", 0),  # capsh
+        call(10, "execve", 0),  # prlimit
+        call(10, "execve", 0),  # the client
+        call(10, "clone", 12),
+        call(12, "clone", 13),
+        call(13, "connect", 0),
+        call(99, "connect", 0),  # not a descendant
+    ]
+    kept, processes = strace.client_calls(calls, 10, 3)
+    assert [(c.pid, c.name) for c in kept] == [
+        (10, "execve"), (10, "clone"), (12, "clone"), (13, "connect")
+    ]  # fmt: skip
+    assert processes == 3
+    assert strace.client_calls(calls[:4], 10, 3) == ([], 0)  # the client never started
+
+
+def test_umask_result_is_octal() -> None:
+    calls, _ = iter_syscalls("1 1.000000 umask(022) = 022 <0.000004>\n")
+    assert calls[0].ret == 0o22
+
+
+def test_io_uring_makes_destinations_undecodable() -> None:
+    text = (
+        "7 1.0 io_uring_setup(4, {flags=0}) = 3<anon_inode:[io_uring]> <0.00001>\n"
+        "7 1.1 io_uring_enter(3, 1, 1, IORING_ENTER_GETEVENTS, NULL, 0) = 1 <0.00002>\n"
+        "7 1.2 +++ exited with 0 +++\n"
+    )
+    s = parse_strace(text, "/src")
+    assert s.destinations == []
+    assert s.undecodable and "io_uring" in s.undecodable[0]

