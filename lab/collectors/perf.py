@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -408,11 +409,13 @@ class PerfCollector(ProcessCollector):
                 "(sysctl kernel.perf_event_paranoid=2)",
                 detail,
             )
+        # an absolute path: the probe must not depend on what PATH happens to hold
+        true = shutil.which("true") or "/bin/true"
         with tempfile.TemporaryDirectory(prefix="lab-perf-probe-") as tmp:
             data = Path(tmp) / "probe.data"
             err = Path(tmp) / "stderr.txt"
             done = run(
-                [perf, "record", "-q", "-N", "-e", "cpu-clock", "-o", str(data), "--", "true"],
+                [perf, "record", "-q", "-N", "-e", "cpu-clock", "-o", str(data), "--", true],
                 purpose="perf probe",
                 stderr=err,
                 timeout=60.0,

@@ -106,6 +106,8 @@ class Doctor:
     observers: dict[str, ObserverStatus]
     facts: dict[str, Any]
     actions: list[str] = field(default_factory=list)
+    #: whether every client invocation can be sandboxed here (None: not probed)
+    sandbox: ObserverStatus | None = None
 
 
 # ---------------------------------------------------------------------------------------
@@ -279,17 +281,27 @@ def gather_facts() -> dict[str, Any]:
     }
 
 
-def check(mount: bool = True) -> Doctor:
-    """Probe every collector. As root, first mount tracefs and debugfs if they are missing
-    (bpftrace needs them), and say so in ``actions``."""
+def check(
+    mount: bool = True, *, collectors: Iterable[str] | None = None, sandbox: bool = False
+) -> Doctor:
+    """Probe the given collectors (every one by default) and, with ``sandbox``, the
+    sandbox. As root, first mount tracefs and debugfs if they are missing (bpftrace needs
+    them), and say so in ``actions``. A collector not probed is absent from ``observers``:
+    a run asks only for what it uses (the bpftrace attach test alone takes seconds)."""
+    wanted = list(COLLECTORS if collectors is None else collectors)
     actions: list[str] = []
-    if mount:
+    if mount and any(name in ("bpftrace", "perf") for name in wanted):
         table = mounted_filesystems(_read(Path("/proc/mounts")))
         actions = ensure_mounted(
             (TRACEFS, DEBUGFS), table, is_root=os.geteuid() == 0, mounter=_mount
         )
-    observers = {name: probe_collector(name) for name in COLLECTORS}
-    return Doctor(observers=observers, facts=gather_facts(), actions=actions)
+    observers = {name: probe_collector(name) for name in COLLECTORS if name in wanted}
+    status = None
+    if sandbox:
+        from lab.sandbox.probe import probe as probe_sandbox
+
+        status = probe_sandbox()
+    return Doctor(observers=observers, facts=gather_facts(), actions=actions, sandbox=status)
 
 
 # ---------------------------------------------------------------------------------------
@@ -299,6 +311,7 @@ def check(mount: bool = True) -> Doctor:
 def to_json(doctor: Doctor) -> dict[str, Any]:
     return {
         "observers": {k: doctor.observers[k].to_dict() for k in sorted(doctor.observers)},
+        "sandbox": None if doctor.sandbox is None else doctor.sandbox.to_dict(),
         "facts": doctor.facts,
         "actions": list(doctor.actions),
     }
@@ -352,6 +365,17 @@ def render_table(doctor: Doctor, *, width: int = 100) -> str:
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, no_color=True, highlight=False)
     console.print(observers)
+    if doctor.sandbox is not None:
+        sandbox = Table(title="Sandbox (every client invocation runs in it)")
+        sandbox.add_column("capability")
+        sandbox.add_column("available")
+        sandbox.add_column("reason", overflow="fold")
+        for name, row in doctor.sandbox.detail.get("capabilities", {}).items():
+            sandbox.add_row(name, "yes" if row.get("ok") else "no", row.get("why") or "")
+        for limit in doctor.sandbox.detail.get("limits", []):
+            how = limit.get("mechanism") or f"not enforced: {limit.get('why')}"
+            sandbox.add_row(f"limit {limit['limit']} = {limit['value']}", "yes", how)
+        console.print(sandbox)
     console.print(facts)
     for action in doctor.actions:
         console.print(f"- {action}")

@@ -132,7 +132,7 @@ def print_summary(run: RunResult, console: Console) -> None:
             "(use --repetitions N, N >= 3)."
         )
     for name, status in sorted(run.observers.items()):
-        if not status.available:
+        if not status.available and status.detail.get("probed", True):
             console.print(f"[yellow]{name} unavailable:[/] {status.reason}")
     console.print(
         "The exit status says whether the instrument's observations matched the scenarios' "

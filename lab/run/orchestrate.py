@@ -152,7 +152,16 @@ def setup(collector: str, packets: str, *, archive: bool, say: Callable[[str], N
 
     if packets not in PACKET_CHOICES:
         raise UsageError(f"--packets {packets!r} is unknown; one of {', '.join(PACKET_CHOICES)}.")
-    doc = doctor_mod.check(mount=True)
+    wanted = list(PROCESS_COLLECTORS) if collector == "all" else [collector]
+    wanted = [c for c in wanted if c != "none"]
+    if packets != "off":
+        wanted.append("packets")
+    doc = doctor_mod.check(mount=True, collectors=wanted)
+    for name in ("strace", "bpftrace", "perf", "packets"):
+        # what was not asked for was not probed: said so, never probed as absent
+        doc.observers.setdefault(
+            name, ObserverStatus(False, "not probed: not selected for this run")
+        )
     for action in doc.actions:
         say(action)
     observers = doc.observers

@@ -434,6 +434,10 @@ class Runner:
                     inv.missing[name] = f"{name} recorded nothing for invocation {inv.index}"
                     continue
                 self._record_output(inv, out)
+                if name == p.collector and out.error is not None:
+                    # the pass's own tracer failed: its evidence of the pass is incomplete,
+                    # so the pass is kept as evidence but not judged
+                    p.error = p.error or f"{name} failed: {out.error}"
 
     @staticmethod
     def _record_output(inv: Invocation, out: CollectorOutput) -> None:

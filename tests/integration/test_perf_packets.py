@@ -6,12 +6,13 @@ from __future__ import annotations
 import shutil
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from lab.collectors.base import InvocationContext
+from lab.collectors.base import InvocationContext, PassContext, Window
 from lab.collectors.packets import PacketCapture
 from lab.collectors.perf import PerfCollector
 from lab.host.procs import CommandLog, run
@@ -160,16 +161,32 @@ def endpoints() -> Iterator[tuple[_Endpoint, _Endpoint]]:
 def test_capture_counts_a_loopback_exchange_exactly(
     tmp_path: Path, endpoints: tuple[_Endpoint, _Endpoint]
 ) -> None:
+    """Without a namespace (--sandbox off) the capture falls back to lo, filtered on the
+    fixture ports; the counts are exact either way."""
     status = PacketCapture.probe()
     require("packets", status.available, status.reason)
     receiver, decoy = endpoints
-    ctx = _ctx(tmp_path, tmp_path / "client", receiver.port, decoy.port)
-    with PacketCapture(ctx) as capture:
-        # A 512 KiB upload, as in the baseline scenario: several 64 KiB loopback segments.
-        assert _exchange(receiver.port, b"p" * 524_288) == b"OK\n"
-        assert _exchange(decoy.port, b"hello decoy") == b""
-    out = capture.stop()
-    assert capture.stop() is out  # stopping twice returns the same observation
+    ctx = PassContext(
+        run_dir=tmp_path,
+        out_dir=tmp_path / "pass",
+        client_path=tmp_path / "client",
+        source_path=tmp_path / "source.bin",
+        receiver_address=("127.0.0.1", receiver.port),
+        decoy_address=("127.0.0.1", decoy.port),
+        log=CommandLog(tmp_path / "commands.jsonl", root=tmp_path),
+        netns_argv=[],
+        windows=[Window(1, tmp_path / "pass" / "inv1", None, None)],
+    )
+    ctx.out_dir.mkdir()
+    capture = PacketCapture()
+    capture.start(ctx)
+    ctx.windows[0].start = time.time()
+    # A 512 KiB upload, as in the baseline scenario: several 64 KiB loopback segments.
+    assert _exchange(receiver.port, b"p" * 524_288) == b"OK\n"
+    assert _exchange(decoy.port, b"hello decoy") == b""
+    time.sleep(0.05)
+    ctx.windows[0].end = time.time()
+    out = capture.stop()[1]
     assert out.error is None, out.error
     s = out.summary
     assert s is not None
@@ -180,11 +197,13 @@ def test_capture_counts_a_loopback_exchange_exactly(
     assert s["payload_bytes_to_decoy"] == 11
     assert s["payload_bytes_from_decoy"] == 0
     assert s["dropped_by_kernel"] == 0
-    assert s["captured"] == s["packets"]
+    assert s["captured"] == s["packets"] + s["packets_outside_invocations"]
     assert s["connections_to_receiver"] == 1
     assert s["connections_to_decoy"] == 1
     assert s["destinations"] == sorted([f"127.0.0.1:{receiver.port}", f"127.0.0.1:{decoy.port}"])
-    for name in ("capture.pcap", "tcpdump.stderr.txt", "capture-summary.txt"):
-        assert f"inv1/{name}" in out.artifacts
+    assert (s["interface"], s["namespace"]) == ("lo", False)
+    assert s["filter"] == f"(tcp or udp) and (port {receiver.port} or port {decoy.port})"
+    for name in ("pass/capture.pcap", "pass/tcpdump.stderr.txt", "pass/inv1/capture-summary.txt"):
+        assert name in out.artifacts
     commands = (tmp_path / "commands.jsonl").read_text()
     assert "tcpdump" in commands

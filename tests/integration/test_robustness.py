@@ -1,5 +1,6 @@
 """A tracer that dies mid-run, an interrupted runner, a collector missing from PATH: the
-scenario is still judged from the remaining evidence and no process outlives the run."""
+scenario is still judged from the remaining evidence and no process outlives the run (no
+tracer of the lab's, and no process of the client user)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import threading
 import time
 from pathlib import Path
 
-from lab.collectors.bpftrace import BpftraceCollector
+from lab.collectors.bpftrace import BpftraceSession
 from lab.run.orchestrate import RunRequest, execute
+from lab.sandbox.user import ClientUser
 from tests.conftest import ROOT, require
 
 
@@ -30,6 +32,11 @@ def processes_mentioning(text: str) -> list[tuple[int, str]]:
         if text in cmdline and int(entry.name) != os.getpid():
             found.append((int(entry.name), comm))
     return found
+
+
+def client_processes() -> list[int]:
+    user = ClientUser.lookup()
+    return user.processes() if user is not None else []
 
 
 def children_of(parent: int) -> list[tuple[int, str]]:
@@ -49,21 +56,22 @@ def children_of(parent: int) -> list[tuple[int, str]]:
 
 
 def test_tracer_killed_mid_run_is_recorded_and_scenario_still_judged(
-    client: Path, tmp_path: Path
+    client: Path, tmp_path: Path, sandbox_ready: None
 ) -> None:
-    status = BpftraceCollector.probe()
+    status = BpftraceSession.probe()
     require("bpftrace", status.available, status.reason)
     killed: list[int] = []
 
     def assassin() -> None:
-        # Kill bpftrace once its child, the client, is running (spinning in busy_wait).
+        # Kill the pass's bpftrace session once a client is running (spinning in busy_wait).
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not killed:
-            for pid, comm in processes_mentioning(str(tmp_path)):
-                if comm == "bpftrace" and any(c == "backup-client" for _, c in children_of(pid)):
-                    os.kill(pid, signal.SIGKILL)
-                    killed.append(pid)
-                    return
+            if client_processes():
+                for pid, comm in processes_mentioning(str(tmp_path)):
+                    if comm == "bpftrace":
+                        os.kill(pid, signal.SIGKILL)
+                        killed.append(pid)
+                        return
             time.sleep(0.01)
 
     thread = threading.Thread(target=assassin)
@@ -84,13 +92,16 @@ def test_tracer_killed_mid_run_is_recorded_and_scenario_still_judged(
     scenario = outcome.result.scenarios[0]
     traced = next(p for p in scenario.passes if p.collector == "bpftrace")
     assert traced.error is not None and "bpftrace" in traced.error
+    assert "killed by signal 9" in traced.error
     assert scenario.error is None  # the untraced pass executed
     assert scenario.verdicts["C1"].observed == "pass"  # judged from the remaining evidence
     assert not processes_mentioning(str(tmp_path)), "a tracer outlived the run"
-    assert not processes_mentioning("lab-busy-spin-bpftrace-"), "a client outlived the run"
+    assert not client_processes(), "a client outlived the run"
 
 
-def test_interrupted_runner_stops_everything(client: Path, tmp_path: Path) -> None:
+def test_interrupted_runner_stops_everything(
+    client: Path, tmp_path: Path, sandbox_ready: None
+) -> None:
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -112,23 +123,28 @@ def test_interrupted_runner_stops_everything(client: Path, tmp_path: Path) -> No
     )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        if any(c == "backup-client" for _, c in children_of(proc.pid)):
+        if client_processes():
             break
         time.sleep(0.01)
+    assert client_processes(), "the client never started"
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err.decode()
     assert b"interrupted" in err and b"Traceback" not in err
     time.sleep(0.2)
-    assert not processes_mentioning("lab-busy-spin-none-"), "a client outlived the run"
+    assert not client_processes(), "a client outlived the run"
 
 
-def test_collector_missing_from_path_is_named_and_rest_judged(client: Path, tmp_path: Path) -> None:
-    status = BpftraceCollector.probe()
+def test_collector_missing_from_path_is_named_and_rest_judged(
+    client: Path, tmp_path: Path, sandbox_ready: None
+) -> None:
+    status = BpftraceSession.probe()
     require("bpftrace", status.available, status.reason)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for tool in ("strace", "perf", "tcpdump", "nm", "make", "cc", "git", "uname"):
+    tools = ("strace", "perf", "tcpdump", "nm", "make", "cc", "git", "uname")
+    sandbox = ("bwrap", "capsh", "nsenter", "prlimit", "ip", "useradd", "mount")
+    for tool in tools + sandbox:
         for d in os.environ["PATH"].split(os.pathsep):
             if (Path(d) / tool).exists():
                 (bin_dir / tool).symlink_to(Path(d) / tool)
