@@ -1,9 +1,13 @@
 """Scenario files: ``scenarios/<name>.yaml``, one per seeded behavior.
 
-Loaded strictly: an unknown key, a wrong type or a missing field ends in one sentence naming
-the file and the key. Expected findings may be written in terms of the source size
-(``"256 * {size}"``) and the endpoints (``"{receiver}"``, ``"{decoy}"``), so that
-``--size`` changes the figures without editing the files.
+Loaded strictly, as untrusted input: the file is read bounded and parsed by a strict YAML
+loader (``lab.run.scenario_yaml``: regular files only, no aliases, no duplicate keys, bounded
+depth), every value is type-checked by hand (the messages name the key) and then against
+``lab/schemas/scenario.schema.json`` (bounds on every string and list). An unknown key, a
+wrong type or a missing field ends in one sentence naming the file and the key. Expected
+findings may be written in terms of the source size (``"256 * {size}"``) and the endpoints
+(``"{receiver}"``, ``"{decoy}"``), so that ``--size`` changes the figures without editing
+the files.
 
     scenario = load(Path("scenarios/hash-storm.yaml"))
     scenario.expect.verdicts["C1"]   # "pass"
@@ -12,6 +16,7 @@ the file and the key. Expected findings may be written in terms of the source si
 from __future__ import annotations
 
 import ast
+import math
 import operator
 import re
 from collections.abc import Callable
@@ -19,11 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from lab.errors import ScenarioError
 from lab.model import CLAUSES, OBSERVERS, OUTCOMES
 from lab.run.receiver import Fault
+from lab.run.scenario_yaml import parse_strict, read_bounded
+from lab.schemas import validate_scenario
 
 BEHAVIORS = (
     "baseline",
@@ -36,7 +41,12 @@ BEHAVIORS = (
     "candidate",
 )
 OPS = ("equals", "at_least", "at_most", "contains")
+#: operators that compare numbers: their value is a number or a ``{size}`` formula
+NUMERIC_OPS = ("at_least", "at_most")
 _NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
+#: a formula is a short expression: the shipped ones are under 20 characters and 3 terms
+MAX_FORMULA_CHARS = 200
+MAX_FORMULA_NODES = 64
 
 
 @dataclass(frozen=True)
@@ -105,25 +115,14 @@ class _Reader:
 def _kind(value: Any) -> str:
     if value is None:
         return "empty"
-    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean"}.get(
-        type(value), f"a {type(value).__name__}"
-    )
+    kinds = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean"}
+    kinds |= {int: "an integer", float: "a number"}
+    return kinds.get(type(value), f"a {type(value).__name__}")
 
 
 def load(path: Path) -> Scenario:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ScenarioError(f"{path}: no such scenario file; list scenarios/ for names.") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ScenarioError(f"{path}: cannot be read ({exc}).") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise ScenarioError(f"{path}: is not valid YAML{where} ({problem}).") from None
+    text = read_bounded(path)
+    data = parse_strict(text, path)
     r = _Reader(path)
     top = r.mapping(
         data,
@@ -144,7 +143,7 @@ def load(path: Path) -> Scenario:
     args = r.typed(client.get("args", []), "client.args", list, "a list of strings")
     for i, a in enumerate(args):
         r.typed(a, f"client.args[{i}]", str, "a string")
-    receiver = r.mapping(top.get("receiver", {}) or {}, "receiver", {"preload", "faults"}, set())
+    receiver = r.mapping(top.get("receiver", {}), "receiver", {"preload", "faults"}, set())
     preload = r.typed(receiver.get("preload", "none"), "receiver.preload", str, "a string")
     if preload not in ("none", "older"):
         raise r.fail("receiver.preload", "must be 'none' or 'older'")
@@ -169,6 +168,7 @@ def load(path: Path) -> Scenario:
     raw = r.typed(expect.get("findings", []), "expect.findings", list, "a list")
     for i, item in enumerate(raw):
         findings.append(_finding(r, item, f"expect.findings[{i}]", invocations))
+    validate_scenario(data, path)  # the bounds no hand check above covers
     return Scenario(
         name=name,
         description=description.strip(),
@@ -196,12 +196,7 @@ def _finding(r: _Reader, item: Any, key: str, invocations: int) -> Expectation:
     ops = [op for op in OPS if op in fm]
     if len(ops) != 1:
         raise r.fail(key, f"needs exactly one of {', '.join(OPS)}")
-    value = fm[ops[0]]
-    if isinstance(value, str) and "{size}" in value:
-        try:
-            size_formula(value)
-        except ValueError as exc:
-            raise r.fail(f"{key}.{ops[0]}", str(exc)) from None
+    value = _value(r, fm[ops[0]], f"{key}.{ops[0]}", numeric=ops[0] in NUMERIC_OPS)
     note = fm.get("note")
     if note is not None:
         r.typed(note, f"{key}.note", str, "a string")
@@ -215,6 +210,28 @@ def _finding(r: _Reader, item: Any, key: str, invocations: int) -> Expectation:
     )
 
 
+def _value(r: _Reader, value: Any, key: str, *, numeric: bool) -> Any:
+    """An expected value: a number or ``{size}`` formula where numbers are compared,
+    otherwise a scalar or a list of scalars; formulas are checked here, not after the run."""
+    if isinstance(value, str) and "{size}" in value:
+        try:
+            size_formula(value)
+        except ValueError as exc:
+            raise r.fail(key, str(exc)) from None
+        return value
+    if numeric and (isinstance(value, bool) or not isinstance(value, int | float)):
+        raise r.fail(key, f"must be a number or a {{size}} formula, not {_kind(value)}")
+    items = value if isinstance(value, list) and not numeric else [value]
+    for item in items:
+        if isinstance(item, str) and "{size}" in item:
+            _value(r, item, key, numeric=False)
+        elif item is not None and not isinstance(item, str | int | float | bool):
+            raise r.fail(key, f"must be a string, a number or a boolean, not {_kind(item)}")
+        if isinstance(item, float) and not math.isfinite(item):
+            raise r.fail(key, "must be a finite number")
+    return value
+
+
 _BINOPS: dict[type[ast.operator], Callable[[int, int], int]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
@@ -224,11 +241,18 @@ _BINOPS: dict[type[ast.operator], Callable[[int, int], int]] = {
 
 def size_formula(text: str) -> Callable[[int], int]:
     """Compile ``"256 * {size}"``-style arithmetic (integers, ``{size}``, + - *)."""
+    if len(text) > MAX_FORMULA_CHARS:
+        raise ValueError(
+            f"'{text[:20]}…' is {len(text):,} characters long; a formula may have at most "
+            f"{MAX_FORMULA_CHARS}"
+        )
     expr = text.replace("{size}", "size")
     try:
         tree = ast.parse(expr, mode="eval")
     except SyntaxError:
         raise ValueError(f"'{text}' is not arithmetic over {{size}}") from None
+    if sum(1 for _ in ast.walk(tree)) > MAX_FORMULA_NODES:
+        raise ValueError(f"'{text}' has too many terms (at most {MAX_FORMULA_NODES} nodes)")
 
     def ev(node: ast.AST, size: int) -> int:
         if isinstance(node, ast.Expression):
