@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import resource
 import socket
 import struct
 import threading
@@ -57,6 +58,8 @@ ANSWER_TIMEOUT = 5.0
 DECOY_KEEP = 64 * 1024
 #: seconds the decoy waits for more bytes before recording what it got
 DECOY_IDLE = 2.0
+#: file descriptors kept for everything but connections (records, store, tracers' pipes)
+FD_RESERVE = 256
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,7 @@ class _Endpoint:
         self._active = 0
         self._idle = threading.Condition()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._cap = limits.max_connections
         self.port = 0
         self.host = "127.0.0.1"
 
@@ -168,8 +172,9 @@ class _Endpoint:
         loop = asyncio.new_event_loop()
         self._loop = loop
         try:
+            self._cap = _connection_cap(self.limits.max_connections)
             accepting = loop.create_task(self._accept_forever())
-            self.record("listening", address=self.address)
+            self.record("listening", address=self.address, max_connections=self._cap)
         except BaseException as exc:  # reported to start(), never lost
             self._startup_error = exc
             self._ready.set()
@@ -220,7 +225,7 @@ class _Endpoint:
                 continue
             with self._idle:  # counted from the accept, so wait_idle cannot miss it
                 self._active += 1
-                admitted = self._active <= self.limits.max_connections
+                admitted = self._active <= self._cap
             deadline = time.monotonic() + self.limits.request_deadline
             task = loop.create_task(self._connection(sock, peer, admitted, deadline))
             self._tasks.add(task)
@@ -258,6 +263,22 @@ class _Endpoint:
     async def handle(self, conn: int, sock: socket.socket, deadline: float) -> bool:
         """Serve one connection; True closes it with a reset instead of an orderly close."""
         raise NotImplementedError
+
+
+def _connection_cap(wanted: int) -> int:
+    """How many connections this process can really hold open: the soft RLIMIT_NOFILE is
+    raised toward the hard one when it is too low (1,024 is a common soft limit), and what
+    cannot be had lowers the cap, so a flood meets ``ERR busy``, not a failing accept."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = 2 * wanted + FD_RESERVE  # both endpoints of a pass, and the lab's own files
+    if soft != resource.RLIM_INFINITY and soft < need:
+        target = need if hard == resource.RLIM_INFINITY else min(need, hard)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+    if soft == resource.RLIM_INFINITY:
+        return wanted
+    return max(1, min(wanted, (soft - FD_RESERVE) // 2))
 
 
 def _close(sock: socket.socket, *, reset: bool) -> None:
@@ -480,7 +501,13 @@ class Receiver(_Endpoint):
     ) -> bool:
         fault = self.faults.get(transfer)
         limit = request.size if fault is None else min(fault.drop_after, request.size)
-        fd, tmp = self.store.new_upload(conn)
+        try:
+            fd, tmp = self.store.new_upload(conn)
+        except OSError as exc:  # the store itself is unusable: still one record per outcome
+            self.record("payload", conn=conn, transfer=transfer, bytes=0, advertised=request.size)
+            self._decide(conn, transfer, "internal", 0, why=f"no temporary file: {exc}")
+            self._reply(conn, sock, protocol.format_error("internal", "the store is unusable"))
+            return False
         try:
             got = upload.receive_payload(
                 sock,

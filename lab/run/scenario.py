@@ -27,7 +27,7 @@ from typing import Any
 from lab.errors import ScenarioError
 from lab.model import CLAUSES, OBSERVERS, OUTCOMES
 from lab.run.receiver import Fault
-from lab.run.scenario_yaml import parse_strict, read_bounded
+from lab.run.scenario_yaml import parse_strict, printable, read_bounded
 from lab.schemas import validate_scenario
 
 BEHAVIORS = (
@@ -86,7 +86,7 @@ class _Reader:
         self.path = path
 
     def fail(self, key: str, problem: str) -> ScenarioError:
-        return ScenarioError(f"{self.path}: key '{key}' {problem}.")
+        return ScenarioError(f"{self.path}: key '{printable(key, 120)}' {problem}.")
 
     def mapping(
         self, value: Any, key: str, allowed: set[str], required: set[str]
@@ -95,7 +95,7 @@ class _Reader:
             raise self.fail(key or "(top level)", f"must be a mapping, not {_kind(value)}")
         for k in value:
             if not isinstance(k, str) or k not in allowed:
-                where = f"{key}.{k}" if key else str(k)
+                where = f"{key}.{printable(k)}" if key else printable(k)
                 raise self.fail(
                     where, f"is not allowed; allowed keys: {', '.join(sorted(allowed))}"
                 )
@@ -134,12 +134,16 @@ def load(path: Path) -> Scenario:
     if not _NAME.fullmatch(name):
         raise r.fail("name", "must be lowercase letters, digits and dashes")
     if name != path.stem:
-        raise r.fail("name", f"is '{name}' but the file is named '{path.name}'; make them agree")
+        raise r.fail(
+            "name", f"is '{printable(name)}' but the file is named '{path.name}'; make them agree"
+        )
     description = r.typed(top["description"], "description", str, "a string")
     client = r.mapping(top["client"], "client", {"behavior", "args"}, {"behavior"})
     behavior = r.typed(client["behavior"], "client.behavior", str, "a string")
     if behavior not in BEHAVIORS:
-        raise r.fail("client.behavior", f"'{behavior}' is unknown; one of {', '.join(BEHAVIORS)}")
+        raise r.fail(
+            "client.behavior", f"'{printable(behavior)}' is unknown; one of {', '.join(BEHAVIORS)}"
+        )
     args = r.typed(client.get("args", []), "client.args", list, "a list of strings")
     for i, a in enumerate(args):
         r.typed(a, f"client.args[{i}]", str, "a string")
@@ -187,7 +191,9 @@ def _finding(r: _Reader, item: Any, key: str, invocations: int) -> Expectation:
     fm = r.mapping(item, key, {"observer", "invocation", "key", "note", *OPS}, {"observer", "key"})
     observer = r.typed(fm["observer"], f"{key}.observer", str, "a string")
     if observer not in OBSERVERS:
-        raise r.fail(f"{key}.observer", f"'{observer}' is unknown; one of {', '.join(OBSERVERS)}")
+        raise r.fail(
+            f"{key}.observer", f"'{printable(observer)}' is unknown; one of {', '.join(OBSERVERS)}"
+        )
     inv = fm.get("invocation")
     if inv is not None:
         r.typed(inv, f"{key}.invocation", int, "an integer")
@@ -243,16 +249,18 @@ def size_formula(text: str) -> Callable[[int], int]:
     """Compile ``"256 * {size}"``-style arithmetic (integers, ``{size}``, + - *)."""
     if len(text) > MAX_FORMULA_CHARS:
         raise ValueError(
-            f"'{text[:20]}…' is {len(text):,} characters long; a formula may have at most "
+            f"'{printable(text, 20)}' is {len(text):,} characters long; a formula may have at most "
             f"{MAX_FORMULA_CHARS}"
         )
     expr = text.replace("{size}", "size")
     try:
         tree = ast.parse(expr, mode="eval")
     except SyntaxError:
-        raise ValueError(f"'{text}' is not arithmetic over {{size}}") from None
+        raise ValueError(f"'{printable(text)}' is not arithmetic over {{size}}") from None
     if sum(1 for _ in ast.walk(tree)) > MAX_FORMULA_NODES:
-        raise ValueError(f"'{text}' has too many terms (at most {MAX_FORMULA_NODES} nodes)")
+        raise ValueError(
+            f"'{printable(text)}' has too many terms (at most {MAX_FORMULA_NODES} nodes)"
+        )
 
     def ev(node: ast.AST, size: int) -> int:
         if isinstance(node, ast.Expression):
@@ -263,7 +271,7 @@ def size_formula(text: str) -> Callable[[int], int]:
             return size
         if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
             return _BINOPS[type(node.op)](ev(node.left, size), ev(node.right, size))
-        raise ValueError(f"'{text}' may only use integers, {{size}}, +, - and *")
+        raise ValueError(f"'{printable(text)}' may only use integers, {{size}}, +, - and *")
 
     ev(tree, 1)
     return lambda size: ev(tree, size)

@@ -87,6 +87,12 @@ def read_bounded(path: Path, *, limit: int = MAX_BYTES) -> str:
         ) from None
 
 
+def printable(value: Any, limit: int = 60) -> str:
+    """``value`` as it may appear in a one-sentence message: one line, bounded, ASCII-safe."""
+    text = "".join(c if c.isprintable() else "?" for c in str(value))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 class Refused(yaml.YAMLError):
     """YAML that the strict loader refuses, with where it is."""
 
@@ -127,7 +133,8 @@ class StrictLoader(yaml.SafeLoader):
                 continue  # the safe constructor reports an unhashable key itself
             if key in seen:
                 raise Refused(
-                    f"key '{key}' appears twice (first at line {seen[key] + 1}); keep one",
+                    f"key '{printable(key)}' appears twice (first at line {seen[key] + 1}); "
+                    "keep one",
                     key_node.start_mark,
                 )
             seen[key] = key_node.start_mark.line

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
+import shutil
 import signal
 import socket
 import struct
@@ -349,3 +350,11 @@ def test_endpoints_serve_on_a_given_socket(tmp_path: Path) -> None:
         decoy.wait_idle()
         assert summarize_decoy(decoy.records, invocation=1).bytes_received == 5
         assert decoy.summary(1).connections == 1
+
+
+def test_an_unusable_store_is_answered_and_recorded(tight: Receiver) -> None:
+    shutil.rmtree(tight.store_dir)  # no temporary file can be created
+    assert put(tight).startswith(b"ERR internal ")
+    tight.wait_idle()
+    s = tight.summary(1, held_at_start=False)
+    assert s.upload_attempts == 1 and s.decisions == ["internal"] and not s.committed

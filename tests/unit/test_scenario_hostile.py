@@ -159,6 +159,12 @@ def test_values_are_typed_and_bounded(tmp_path: Path, old: str, new: str, needle
     refused(write(tmp_path, good(**{old: new})), needle)
 
 
+def test_echoed_values_stay_one_short_line(tmp_path: Path) -> None:
+    text = good(**{"behavior: baseline": 'behavior: "tele\\npathy' + "y" * 5000 + '"'})
+    message = refused(write(tmp_path, text), "key 'client.behavior'", "is unknown")
+    assert len(message) < 400
+
+
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_shipped_scenarios_load_identically(path: Path) -> None:
     """The strict loader reads every shipped file exactly as the plain safe loader did."""
