@@ -36,6 +36,7 @@ from lab.host.clock import epoch_to_rfc3339
 from lab.model import CLAUSES, RunResult, ScenarioResult
 from lab.run import scenario
 from lab.run.fixture import sha256_file
+from lab.run.options import check_count, check_run_options
 from lab.run.orchestrate import REPO, Setup, finish, make_result, new_run_id, run_plan, setup
 from lab.run.runner import Plan
 
@@ -45,6 +46,9 @@ FROZEN_FILES = (
     "lab/judge/contract.py",
     "lab/judge/calibration.py",
     "lab/run/receiver.py",
+    "lab/run/records.py",
+    "lab/run/store.py",
+    "lab/run/upload.py",
     "lab/run/backup_check.py",
     "lab/run/protocol.py",
     "lab/run/fixture.py",
@@ -276,6 +280,14 @@ def diagnostics(scenarios: list[ScenarioResult], size: int) -> list[dict[str, An
 
 
 def main(args: argparse.Namespace, console: Console) -> int:
+    check_run_options(
+        repetitions=args.repetitions,
+        size=args.size,
+        timeout_s=args.timeout,
+        out=args.out,
+        client=None,  # the candidate is built later, in a copy
+    )
+    check_count(args.timing_runs, "--timing-runs")
     if not args.local and not identity.in_lab_image():
         return _in_image(args)
 

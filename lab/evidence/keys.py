@@ -37,6 +37,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 )
 
 from lab.errors import SigningError
+from lab.host.writable import check_writable_dir
 
 PKALG = b"Ed"
 KDFALG = b"BK"
@@ -311,17 +312,25 @@ def check_private_permissions(path: Path) -> None:
         )
 
 
-def _write_exclusive(path: Path, data: bytes, mode: int, *, force: bool) -> None:
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if force else os.O_EXCL)
+def _write_temp(path: Path, data: bytes, mode: int) -> Path:
+    """``data`` in a new temporary file beside ``path`` (mode ``mode``, synced to disk).
+
+    Created with ``O_EXCL | O_NOFOLLOW``: nothing planted there (a symlink to a file the
+    lab would otherwise overwrite) is followed."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     try:
-        fd = os.open(path, flags, mode)
-    except FileExistsError as exc:
-        raise SigningError(
-            f"{path} already exists; remove it or pass --force to replace it."
-        ) from exc
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    os.chmod(path, mode)  # O_CREAT's mode is filtered by the umask; an existing file keeps its
+        os.fchmod(fd, mode)  # O_CREAT's mode is filtered by the umask
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    return tmp
 
 
 @dataclass(frozen=True)
@@ -336,26 +345,54 @@ def generate_keypair(
     out_dir: Path, *, name: str = "lab", comment: str = "lab", force: bool = False
 ) -> KeyPairPaths:
     """Write ``<name>.sec`` (signify, unencrypted, mode 0600), ``<name>.pub`` and
-    ``<name>.pub.pem``. ``signify-openbsd -S -s <name>.sec`` signs with the secret key."""
+    ``<name>.pub.pem``. ``signify-openbsd -S -s <name>.sec`` signs with the secret key.
+
+    Refused unless none of the three exists (``force`` replaces them): a new secret key beside
+    an old public key is a mismatched pair. Each file is written to a temporary file first
+    and renamed into place, so a failure leaves the old files (or none), and a symlink at
+    one of the names is replaced, never followed."""
     run_dir = inside_run_directory(out_dir)
     if run_dir is not None:
         raise SigningError(
             f"{out_dir} is inside the run directory {run_dir}, which is published; "
             "write keys somewhere else (e.g. --out ~/.config/lab)."
         )
-    out_dir.mkdir(parents=True, exist_ok=True)
+    check_writable_dir(out_dir, option="--out", error=SigningError)
+    secret, public, pem = (out_dir / f"{name}{suffix}" for suffix in (".sec", ".pub", ".pub.pem"))
+    present = [p.name for p in (secret, public, pem) if os.path.lexists(p)]
+    if present and not force:
+        raise SigningError(
+            f"{out_dir}: a key file already exists ({', '.join(present)}); remove the pair "
+            "or pass --force to replace all of it."
+        )
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SigningError(f"--out {out_dir}: cannot create it ({exc.strerror}).") from None
     key = SecretKey.generate()
-    paths = KeyPairPaths(
-        secret=out_dir / f"{name}.sec",
-        public=out_dir / f"{name}.pub",
-        public_pem=out_dir / f"{name}.pub.pem",
-        key_id=key.public.key_id,
-    )
-    _write_exclusive(
-        paths.secret, key.to_signify(f"{comment} secret key").encode(), 0o600, force=force
-    )
-    _write_exclusive(
-        paths.public, key.public.to_signify(f"{comment} public key").encode(), 0o644, force=force
-    )
-    _write_exclusive(paths.public_pem, key.public.to_pem(), 0o644, force=force)
-    return paths
+    contents = [
+        (secret, key.to_signify(f"{comment} secret key").encode(), 0o600),
+        (public, key.public.to_signify(f"{comment} public key").encode(), 0o644),
+        (pem, key.public.to_pem(), 0o644),
+    ]
+    written: list[tuple[Path, Path]] = []
+    try:
+        for path, data, mode in contents:
+            written.append((_write_temp(path, data, mode), path))
+    except OSError as exc:
+        for tmp, _ in written:
+            tmp.unlink(missing_ok=True)
+        raise SigningError(f"{out_dir}: cannot write the key files ({exc.strerror}).") from None
+    try:
+        for tmp, path in written:  # every file is complete before the first rename
+            os.replace(tmp, path)
+    except OSError as exc:
+        for tmp, _ in written:
+            tmp.unlink(missing_ok=True)
+        raise SigningError(f"{exc.filename}: cannot be replaced ({exc.strerror}).") from None
+    dir_fd = os.open(out_dir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return KeyPairPaths(secret=secret, public=public, public_pem=pem, key_id=key.public.key_id)

@@ -27,6 +27,7 @@ from lab.host.clock import epoch_to_rfc3339, now_rfc3339
 from lab.judge import aggregate, calibration, contract
 from lab.model import PROCESS_COLLECTORS, ObserverStatus, RunResult, ScenarioResult
 from lab.run import scenario
+from lab.run.options import check_run_options
 from lab.run.runner import Plan, Runner
 from lab.sandbox import Sandbox, SandboxSettings
 from lab.schemas import validate_results
@@ -228,17 +229,16 @@ def make_result(
 
 
 def execute(request: RunRequest, *, say: Callable[[str], None]) -> RunOutcome:
-    if request.repetitions < 1:
-        raise UsageError("--repetitions must be at least 1.")
-    if request.size < 1:
-        raise UsageError("--size must be at least 1 byte.")
+    client = request.client or REPO / "native" / "backup-client"
+    check_run_options(
+        repetitions=request.repetitions,
+        size=request.size,
+        timeout_s=request.timeout_s,
+        out=request.out,
+        client=client,
+    )
     scenarios_dir = request.scenarios_dir or REPO / "scenarios"
     chosen = scenario.select(scenarios_dir, request.names, request.everything)
-    client = request.client or REPO / "native" / "backup-client"
-    if not client.is_file():
-        raise ClientError(
-            f"{client}: the client binary does not exist; build it with 'make -C native'."
-        )
     prepared = setup(request.collector, request.packets, archive=request.archive, say=say)
 
     run_id = request.run_id or new_run_id()

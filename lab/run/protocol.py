@@ -22,10 +22,14 @@ ERROR_CODES = (
     "timeout",
     "line-too-long",
     "internal",
+    # compatible extension of v1 (docs/protocol.md "Versioning"): the receiver is at capacity
+    "busy",
 )
 
 _HEX64 = re.compile(rb"[0-9a-f]{64}")
-_SIZE = re.compile(rb"0|[1-9][0-9]{0,15}")
+#: any length: a size too long for the receiver is ``too-large``, not malformed (the line
+#: limit bounds the digits)
+_SIZE = re.compile(rb"0|[1-9][0-9]*")
 
 
 class ProtocolViolation(Exception):

@@ -533,8 +533,8 @@ class Runner:
             index=index,
             claim=claim,
             verifier=check,
-            receiver=receiver.summarize(rx.records, invocation=index, held_at_start=held),
-            decoy=receiver.summarize_decoy(decoy.records, invocation=index),
+            receiver=rx.summary(index, held_at_start=held),
+            decoy=decoy.summary(index),
             sandbox=sandbox_record(outcome, cell, index),
         )
         inv.artifacts["client"] = [

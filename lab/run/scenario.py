@@ -1,9 +1,13 @@
 """Scenario files: ``scenarios/<name>.yaml``, one per seeded behavior.
 
-Loaded strictly: an unknown key, a wrong type or a missing field ends in one sentence naming
-the file and the key. Expected findings may be written in terms of the source size
-(``"256 * {size}"``) and the endpoints (``"{receiver}"``, ``"{decoy}"``), so that
-``--size`` changes the figures without editing the files.
+Loaded strictly, as untrusted input: the file is read bounded and parsed by a strict YAML
+loader (``lab.run.scenario_yaml``: regular files only, no aliases, no duplicate keys, bounded
+depth), every value is type-checked by hand (the messages name the key) and then against
+``lab/schemas/scenario.schema.json`` (bounds on every string and list). An unknown key, a
+wrong type or a missing field ends in one sentence naming the file and the key. Expected
+findings may be written in terms of the source size (``"256 * {size}"``) and the endpoints
+(``"{receiver}"``, ``"{decoy}"``), so that ``--size`` changes the figures without editing
+the files.
 
     scenario = load(Path("scenarios/hash-storm.yaml"))
     scenario.expect.verdicts["C1"]   # "pass"
@@ -12,6 +16,7 @@ the file and the key. Expected findings may be written in terms of the source si
 from __future__ import annotations
 
 import ast
+import math
 import operator
 import re
 from collections.abc import Callable
@@ -19,11 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from lab.errors import ScenarioError
 from lab.model import CLAUSES, OBSERVERS, OUTCOMES
 from lab.run.receiver import Fault
+from lab.run.scenario_yaml import parse_strict, printable, read_bounded
+from lab.schemas import validate_scenario
 
 BEHAVIORS = (
     "baseline",
@@ -36,7 +41,12 @@ BEHAVIORS = (
     "candidate",
 )
 OPS = ("equals", "at_least", "at_most", "contains")
+#: operators that compare numbers: their value is a number or a ``{size}`` formula
+NUMERIC_OPS = ("at_least", "at_most")
 _NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
+#: a formula is a short expression: the shipped ones are under 20 characters and 3 terms
+MAX_FORMULA_CHARS = 200
+MAX_FORMULA_NODES = 64
 
 
 @dataclass(frozen=True)
@@ -76,7 +86,7 @@ class _Reader:
         self.path = path
 
     def fail(self, key: str, problem: str) -> ScenarioError:
-        return ScenarioError(f"{self.path}: key '{key}' {problem}.")
+        return ScenarioError(f"{self.path}: key '{printable(key, 120)}' {problem}.")
 
     def mapping(
         self, value: Any, key: str, allowed: set[str], required: set[str]
@@ -85,7 +95,7 @@ class _Reader:
             raise self.fail(key or "(top level)", f"must be a mapping, not {_kind(value)}")
         for k in value:
             if not isinstance(k, str) or k not in allowed:
-                where = f"{key}.{k}" if key else str(k)
+                where = f"{key}.{printable(k)}" if key else printable(k)
                 raise self.fail(
                     where, f"is not allowed; allowed keys: {', '.join(sorted(allowed))}"
                 )
@@ -105,25 +115,14 @@ class _Reader:
 def _kind(value: Any) -> str:
     if value is None:
         return "empty"
-    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean"}.get(
-        type(value), f"a {type(value).__name__}"
-    )
+    kinds = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean"}
+    kinds |= {int: "an integer", float: "a number"}
+    return kinds.get(type(value), f"a {type(value).__name__}")
 
 
 def load(path: Path) -> Scenario:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ScenarioError(f"{path}: no such scenario file; list scenarios/ for names.") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ScenarioError(f"{path}: cannot be read ({exc}).") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise ScenarioError(f"{path}: is not valid YAML{where} ({problem}).") from None
+    text = read_bounded(path)
+    data = parse_strict(text, path)
     r = _Reader(path)
     top = r.mapping(
         data,
@@ -135,16 +134,20 @@ def load(path: Path) -> Scenario:
     if not _NAME.fullmatch(name):
         raise r.fail("name", "must be lowercase letters, digits and dashes")
     if name != path.stem:
-        raise r.fail("name", f"is '{name}' but the file is named '{path.name}'; make them agree")
+        raise r.fail(
+            "name", f"is '{printable(name)}' but the file is named '{path.name}'; make them agree"
+        )
     description = r.typed(top["description"], "description", str, "a string")
     client = r.mapping(top["client"], "client", {"behavior", "args"}, {"behavior"})
     behavior = r.typed(client["behavior"], "client.behavior", str, "a string")
     if behavior not in BEHAVIORS:
-        raise r.fail("client.behavior", f"'{behavior}' is unknown; one of {', '.join(BEHAVIORS)}")
+        raise r.fail(
+            "client.behavior", f"'{printable(behavior)}' is unknown; one of {', '.join(BEHAVIORS)}"
+        )
     args = r.typed(client.get("args", []), "client.args", list, "a list of strings")
     for i, a in enumerate(args):
         r.typed(a, f"client.args[{i}]", str, "a string")
-    receiver = r.mapping(top.get("receiver", {}) or {}, "receiver", {"preload", "faults"}, set())
+    receiver = r.mapping(top.get("receiver", {}), "receiver", {"preload", "faults"}, set())
     preload = r.typed(receiver.get("preload", "none"), "receiver.preload", str, "a string")
     if preload not in ("none", "older"):
         raise r.fail("receiver.preload", "must be 'none' or 'older'")
@@ -169,6 +172,7 @@ def load(path: Path) -> Scenario:
     raw = r.typed(expect.get("findings", []), "expect.findings", list, "a list")
     for i, item in enumerate(raw):
         findings.append(_finding(r, item, f"expect.findings[{i}]", invocations))
+    validate_scenario(data, path)  # the bounds no hand check above covers
     return Scenario(
         name=name,
         description=description.strip(),
@@ -187,7 +191,9 @@ def _finding(r: _Reader, item: Any, key: str, invocations: int) -> Expectation:
     fm = r.mapping(item, key, {"observer", "invocation", "key", "note", *OPS}, {"observer", "key"})
     observer = r.typed(fm["observer"], f"{key}.observer", str, "a string")
     if observer not in OBSERVERS:
-        raise r.fail(f"{key}.observer", f"'{observer}' is unknown; one of {', '.join(OBSERVERS)}")
+        raise r.fail(
+            f"{key}.observer", f"'{printable(observer)}' is unknown; one of {', '.join(OBSERVERS)}"
+        )
     inv = fm.get("invocation")
     if inv is not None:
         r.typed(inv, f"{key}.invocation", int, "an integer")
@@ -196,12 +202,7 @@ def _finding(r: _Reader, item: Any, key: str, invocations: int) -> Expectation:
     ops = [op for op in OPS if op in fm]
     if len(ops) != 1:
         raise r.fail(key, f"needs exactly one of {', '.join(OPS)}")
-    value = fm[ops[0]]
-    if isinstance(value, str) and "{size}" in value:
-        try:
-            size_formula(value)
-        except ValueError as exc:
-            raise r.fail(f"{key}.{ops[0]}", str(exc)) from None
+    value = _value(r, fm[ops[0]], f"{key}.{ops[0]}", numeric=ops[0] in NUMERIC_OPS)
     note = fm.get("note")
     if note is not None:
         r.typed(note, f"{key}.note", str, "a string")
@@ -215,6 +216,28 @@ def _finding(r: _Reader, item: Any, key: str, invocations: int) -> Expectation:
     )
 
 
+def _value(r: _Reader, value: Any, key: str, *, numeric: bool) -> Any:
+    """An expected value: a number or ``{size}`` formula where numbers are compared,
+    otherwise a scalar or a list of scalars; formulas are checked here, not after the run."""
+    if isinstance(value, str) and "{size}" in value:
+        try:
+            size_formula(value)
+        except ValueError as exc:
+            raise r.fail(key, str(exc)) from None
+        return value
+    if numeric and (isinstance(value, bool) or not isinstance(value, int | float)):
+        raise r.fail(key, f"must be a number or a {{size}} formula, not {_kind(value)}")
+    items = value if isinstance(value, list) and not numeric else [value]
+    for item in items:
+        if isinstance(item, str) and "{size}" in item:
+            _value(r, item, key, numeric=False)
+        elif item is not None and not isinstance(item, str | int | float | bool):
+            raise r.fail(key, f"must be a string, a number or a boolean, not {_kind(item)}")
+        if isinstance(item, float) and not math.isfinite(item):
+            raise r.fail(key, "must be a finite number")
+    return value
+
+
 _BINOPS: dict[type[ast.operator], Callable[[int, int], int]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
@@ -224,11 +247,20 @@ _BINOPS: dict[type[ast.operator], Callable[[int, int], int]] = {
 
 def size_formula(text: str) -> Callable[[int], int]:
     """Compile ``"256 * {size}"``-style arithmetic (integers, ``{size}``, + - *)."""
+    if len(text) > MAX_FORMULA_CHARS:
+        raise ValueError(
+            f"'{printable(text, 20)}' is {len(text):,} characters long; a formula may have at most "
+            f"{MAX_FORMULA_CHARS}"
+        )
     expr = text.replace("{size}", "size")
     try:
         tree = ast.parse(expr, mode="eval")
     except SyntaxError:
-        raise ValueError(f"'{text}' is not arithmetic over {{size}}") from None
+        raise ValueError(f"'{printable(text)}' is not arithmetic over {{size}}") from None
+    if sum(1 for _ in ast.walk(tree)) > MAX_FORMULA_NODES:
+        raise ValueError(
+            f"'{printable(text)}' has too many terms (at most {MAX_FORMULA_NODES} nodes)"
+        )
 
     def ev(node: ast.AST, size: int) -> int:
         if isinstance(node, ast.Expression):
@@ -239,7 +271,7 @@ def size_formula(text: str) -> Callable[[int], int]:
             return size
         if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
             return _BINOPS[type(node.op)](ev(node.left, size), ev(node.right, size))
-        raise ValueError(f"'{text}' may only use integers, {{size}}, +, - and *")
+        raise ValueError(f"'{printable(text)}' may only use integers, {{size}}, +, - and *")
 
     ev(tree, 1)
     return lambda size: ev(tree, size)

@@ -1,6 +1,8 @@
-"""JSON Schemas of the files the lab writes; every file is validated before it is written.
+"""JSON Schemas: of the files the lab writes (validated before they are written) and of the
+scenario files it reads (validated after the loader's own checks).
 
-validate_results(run.to_dict())   # raises SchemaError naming the failing path
+validate_results(run.to_dict())                        # SchemaError naming the failing path
+validate_scenario(data, Path("scenarios/x.yaml"))      # ScenarioError naming the file and key
 """
 
 from __future__ import annotations
@@ -8,18 +10,27 @@ from __future__ import annotations
 import json
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import jsonschema
 
-from lab.errors import SchemaError
+from lab.errors import ScenarioError, SchemaError
 
 
 @cache
-def results_schema() -> dict[str, Any]:
-    text = resources.files(__package__).joinpath("results.schema.json").read_text("utf-8")
+def _schema(name: str) -> dict[str, Any]:
+    text = resources.files(__package__).joinpath(name).read_text("utf-8")
     schema: dict[str, Any] = json.loads(text)
     return schema
+
+
+def results_schema() -> dict[str, Any]:
+    return _schema("results.schema.json")
+
+
+def scenario_schema() -> dict[str, Any]:
+    return _schema("scenario.schema.json")
 
 
 def validate_results(document: dict[str, Any]) -> None:
@@ -33,3 +44,31 @@ def validate_results(document: dict[str, Any]) -> None:
             f"results.json does not match lab/schemas/results.schema.json at '{where}': "
             f"{error.message}; this is a bug in the lab, please report it."
         )
+
+
+def validate_scenario(document: Any, path: Path) -> None:
+    """Raise one sentence naming ``path`` and the key when ``document`` breaks the schema."""
+    validator = jsonschema.Draft202012Validator(scenario_schema())
+    error = jsonschema.exceptions.best_match(validator.iter_errors(document))
+    if error is None:
+        return
+    key = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+    raise ScenarioError(f"{path}: key '{key.lstrip('.') or '(top level)'}' {_problem(error)}.")
+
+
+def _problem(error: jsonschema.ValidationError) -> str:
+    """The schema's complaint in words that do not repeat the (possibly huge) value."""
+    bound = error.validator_value
+    listed = ", ".join(map(str, bound)) if isinstance(bound, list) else str(bound)
+    words = {
+        "maxLength": f"is longer than {bound} characters; shorten it",
+        "maxItems": f"has more than {bound} items; shorten it",
+        "minimum": f"must be at least {bound}",
+        "maximum": f"must be at most {bound}",
+        "pattern": f"does not match the pattern {bound}",
+        "enum": f"must be one of {listed}",
+        "type": f"must be of type {bound}",
+        "required": "is missing a required key",
+        "additionalProperties": "has a key that is not allowed",
+    }
+    return words.get(str(error.validator), "does not match lab/schemas/scenario.schema.json")

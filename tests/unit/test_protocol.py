@@ -28,6 +28,9 @@ def test_parses_have_and_put() -> None:
         (f"PUT {DIGEST} 1\r\n".encode(), "bad-request"),
         (f"PUT  {DIGEST} 1\n".encode(), "bad-request"),
         (f"PUT {DIGEST} 99999999999\n".encode(), "too-large"),
+        # 17 digits and more were once 'bad-request'; a size is too large, not malformed
+        (f"PUT {DIGEST} {'9' * 17}\n".encode(), "too-large"),
+        (f"HAVE {DIGEST} 1{'0' * 180}\n".encode(), "too-large"),
         (b"PUT " + b"x" * 300 + b"\n", "line-too-long"),
         (b"HAVE \xff\n", "bad-request"),
     ],
