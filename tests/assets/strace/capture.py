@@ -32,10 +32,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 
-from lab.host import procs  # noqa: E402
 from lab.collectors.base import InvocationContext  # noqa: E402
 from lab.collectors.bpftrace import BpftraceCollector  # noqa: E402
 from lab.collectors.strace import StraceCollector  # noqa: E402
+from lab.host import procs  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 BPF_ASSETS = HERE.parent / "bpftrace"

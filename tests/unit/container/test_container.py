@@ -14,8 +14,10 @@ from lab.container import base as debootstrap
 from lab.container import engine as container
 from lab.errors import ContainerError
 from lab.host import procs
+from tests.conftest import ASSETS as TEST_ASSETS
+from tests.conftest import ROOT
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets" / "container"
+ASSETS = TEST_ASSETS / "container"
 
 
 def _options(tmp_path: Path, **kw: object) -> container.RunOptions:
@@ -261,7 +263,7 @@ def test_sources_are_rendered_for_this_machine(tmp_path: Path) -> None:
     (apt / "sources.list.d" / "debian.sources").write_text((ASSETS / "debian.sources").read_text())
     root = tmp_path / "repo"
     (root / "docker").mkdir(parents=True)
-    template = Path(__file__).resolve().parents[2] / "docker" / "debian.sources.in"
+    template = ROOT / "docker" / "debian.sources.in"
     (root / "docker" / "debian.sources.in").write_text(template.read_text())
     text = debootstrap.render_sources(root, apt).read_text()
     assert "@" not in text.replace("Signed-By", "")
@@ -273,7 +275,7 @@ def test_base_image_is_pinned_by_digest() -> None:
     name, digest = debootstrap.DEFAULT_BASE_IMAGE.split("@")
     assert name == "debian:bookworm-slim"
     assert digest.startswith("sha256:") and len(digest) == 71
-    dockerfile = (Path(__file__).resolve().parents[2] / "Dockerfile").read_text()
+    dockerfile = (ROOT / "Dockerfile").read_text()
     assert f"ARG BASE_IMAGE={debootstrap.DEFAULT_BASE_IMAGE}" in dockerfile
 
 
