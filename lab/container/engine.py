@@ -29,7 +29,7 @@ from typing import Any
 
 from lab.container.base import DEFAULT_BASE_IMAGE, BaseImage, render_sources, resolve_base
 from lab.errors import ContainerError
-from lab.host import procs
+from lab.host import capabilities, procs
 
 IMAGE = "execution-evidence-lab:local"
 #: label holding the digest of every file the image is built from (the build cache key)
@@ -55,51 +55,6 @@ COLLECTOR_CAPABILITIES: tuple[str, ...] = (
 )
 #: capabilities that Docker Engine before 20.10.?? / runc without them reject by name
 NEWER_CAPABILITIES = ("BPF", "PERFMON")
-
-#: Linux capability numbers (include/uapi/linux/capability.h), to decode CapEff masks
-CAPABILITY_NAMES: tuple[str, ...] = (
-    "CHOWN",
-    "DAC_OVERRIDE",
-    "DAC_READ_SEARCH",
-    "FOWNER",
-    "FSETID",
-    "KILL",
-    "SETGID",
-    "SETUID",
-    "SETPCAP",
-    "LINUX_IMMUTABLE",
-    "NET_BIND_SERVICE",
-    "NET_BROADCAST",
-    "NET_ADMIN",
-    "NET_RAW",
-    "IPC_LOCK",
-    "IPC_OWNER",
-    "SYS_MODULE",
-    "SYS_RAWIO",
-    "SYS_CHROOT",
-    "SYS_PTRACE",
-    "SYS_PACCT",
-    "SYS_ADMIN",
-    "SYS_BOOT",
-    "SYS_NICE",
-    "SYS_RESOURCE",
-    "SYS_TIME",
-    "SYS_TTY_CONFIG",
-    "MKNOD",
-    "LEASE",
-    "AUDIT_WRITE",
-    "AUDIT_CONTROL",
-    "SETFCAP",
-    "MAC_OVERRIDE",
-    "MAC_ADMIN",
-    "SYSLOG",
-    "WAKE_ALARM",
-    "BLOCK_SUSPEND",
-    "AUDIT_READ",
-    "PERFMON",
-    "BPF",
-    "CHECKPOINT_RESTORE",
-)
 
 #: host paths the collectors read, mounted at the same place when the host has them
 KERNEL_MOUNTS: tuple[tuple[str, bool], ...] = (
@@ -576,9 +531,9 @@ def privilege_refusal(stderr: str) -> str | None:
 
 
 def decode_capabilities(mask: str) -> list[str]:
-    """Capability names in a /proc/<pid>/status mask such as ``00000000a80425fb``."""
-    value = int(mask, 16)
-    return [name for bit, name in enumerate(CAPABILITY_NAMES) if value >> bit & 1]
+    """Capability names in a /proc/<pid>/status mask such as ``00000000a80425fb``, spelled
+    as ``--cap-add`` takes them (``SYS_ADMIN``)."""
+    return capabilities.decode_capabilities(mask, prefix=False)
 
 
 def probe_container(
