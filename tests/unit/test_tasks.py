@@ -12,10 +12,12 @@ from typing import Any
 
 import pytest
 from invoke.context import MockContext
+from invoke.exceptions import Exit
+from invoke.program import Program
 from invoke.runners import Result
 
 from lab.container import engine as container
-from lab.errors import ContainerError
+from lab.errors import ContainerError, UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -173,8 +175,12 @@ def test_container_exit_status_passes_through(
 def test_evaluate_needs_exactly_one_candidate(
     tasks: ModuleType, calls: list[dict[str, Any]]
 ) -> None:
-    with pytest.raises(SystemExit):
+    with pytest.raises(Exit) as stop:
         tasks.evaluate(MockContext(), patch="a", binary="b")
+    assert stop.value.code == UsageError.exit_code
+    assert stop.value.message == (
+        "error: lab.evaluate needs exactly one of --patch, --source-dir, --binary."
+    )
     assert calls == []
 
 
@@ -194,8 +200,21 @@ def test_a_lab_error_becomes_one_line_and_its_exit_status(
         )
 
     monkeypatch.setattr(container, "run_lab", refuse)
-    with pytest.raises(SystemExit) as stop:
+    with pytest.raises(Exit) as stop:
         tasks.run(MockContext())
     assert stop.value.code == ContainerError.exit_code
+    # invoke prints the message on stderr and exits with the code
+    with pytest.raises(SystemExit) as program:
+        Program(namespace=tasks.ns).run(["invoke", "lab.run"])
+    assert program.value.code == ContainerError.exit_code
     err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "apt-get install docker.io" in err
+    assert err.count("\n") == 0 and err.startswith("error: ")
+    assert "apt-get install docker.io" in err
+
+
+def test_every_task_turns_lab_errors_into_an_exit(tasks: ModuleType) -> None:
+    """One decorator, on every task; no task catches LabError itself."""
+    source = (ROOT / "tasks.py").read_text()
+    assert source.count("@task") == source.count("@lab_errors") == len(tasks.ns.task_names)
+    assert source.count("except LabError") == 1
+    assert "sys.path.insert" not in source
