@@ -26,13 +26,13 @@ from lab.evidence.archive import (
 )
 from lab.evidence.keys import generate_keypair
 from lab.evidence.provenance import ProvenanceInputs
+from lab.evidence.selftest import selftest
 from lab.evidence.signing import Signer
 from lab.evidence.verify import (
     EPHEMERAL_WARNING,
     INTEGRITY_ONLY_WARNING,
     Limits,
     VerifyReport,
-    selftest,
     selftest_main,
     verify_archive,
     verify_archive_or_raise,
