@@ -184,11 +184,23 @@ def cmd_doctor(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_verify(args: argparse.Namespace, console: Console) -> int:
-    from lab.evidence import verify
+    from lab.evidence import selftest, verify
+    from lab.reports.console import print_verification, selftest_table
 
     if args.selftest:
-        return verify.selftest_main(args.archive, args.pubkey, console)
-    return verify.verify_main(args.archive, args.pubkey, console)
+        cases = selftest.selftest(args.archive, args.pubkey)
+        console.print(selftest_table(cases, args.archive.name))
+        selftest.require_expected(cases, args.archive.name)
+        console.print(f"[green]OK[/]: all {len(cases)} cases behaved as expected.")
+        return 0
+    try:
+        report = verify.verify_archive(args.archive, pubkey=args.pubkey)
+    except verify.VerificationError as failure:
+        # the whole expected/found table first; main() then says the one sentence (exit 1)
+        print_verification(failure.report, console)
+        raise
+    print_verification(report, console)
+    return 0
 
 
 def cmd_keys(args: argparse.Namespace, console: Console) -> int:

@@ -120,6 +120,18 @@ class VerifyReport:
         }
 
 
+class VerificationError(ArchiveError):
+    """An archive failed verification. ``str()`` is the first failure's sentence; ``report``
+    holds every check, expected and found, for the CLI to print (like
+    :class:`lab.host.procs.CommandFailed`, it lives beside the record it carries)."""
+
+    def __init__(self, report: VerifyReport) -> None:
+        failure = report.first_failure
+        assert failure is not None, "only a failed report is an error"
+        super().__init__(failure.message or f"{report.archive}: {failure.name} failed.")
+        self.report = report
+
+
 def _short(items: list[str], limit: int = 5) -> str:
     shown = ", ".join(items[:limit])
     return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")

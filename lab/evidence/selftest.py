@@ -199,12 +199,9 @@ _CASES: list[tuple[str, Callable[[list[_Entry]], str]]] = [
 
 def _outcome(path: Path, pubkey: Path | None) -> tuple[Literal["rejected", "accepted"], str]:
     try:
-        report = verify_archive(path, pubkey)
-    except LabError as exc:
+        report = verify_archive(path, pubkey=pubkey)
+    except LabError as exc:  # a VerificationError's sentence is its first failure
         return "rejected", str(exc)
-    failure = report.first_failure
-    if failure is not None:
-        return "rejected", failure.message or failure.name
     return "accepted", " ".join(report.warnings) or "all checks passed"
 
 
@@ -246,3 +243,19 @@ def selftest(archive: Path, pubkey: Path | None = None) -> list[SelftestCase]:
             )
         )
     return cases
+
+
+def require_expected(cases: list[SelftestCase], archive: str) -> None:
+    """Raise :class:`ArchiveError` naming the first case that did not behave as expected."""
+    bad = [case for case in cases if not case.ok]
+    if not bad:
+        return
+    case = bad[0]
+    if case.name == "untouched":
+        raise ArchiveError(
+            f"self-test of {archive}: the untouched archive does not verify: {case.reason}"
+        )
+    raise ArchiveError(
+        f"self-test of {archive}: the '{case.name}' copy was {case.outcome}, not "
+        f"{case.expected}ed; verification said: {case.reason}"
+    )

@@ -1,29 +1,28 @@
-"""Verify an evidence archive without extracting it.
-
-The archive is read once, as a stream, with every header checked *before* its data is read
-(:mod:`lab.evidence.scan`); each check (:mod:`lab.evidence.checks`) is recorded with what
-was expected and what was found; the strict API raises the first failure as one sentence.
+"""Verify an evidence archive without extracting it (the sigstore convention: verification
+*raises*; it never returns a flag a caller can forget to check).
 
     report = verify_archive(Path("artifacts/r1.tar.gz"), pubkey=Path("lab.pub"))
+    # a bad archive raises VerificationError: str(error) is the first failure in one
+    # sentence, error.report holds every check (expected and found) for the CLI to print
+
+    report = inspect_archive(path, pubkey=None)     # every check, never raises for a bad archive
     for check in report.checks:
         print(check.status, check.name, check.expected, check.found)
-    verify_archive_or_raise(path, pubkey)         # ArchiveError on the first failure
 
-Tampering being caught is shown by :mod:`lab.evidence.selftest`.
+The archive is read once, as a stream, every header checked before its data is read
+(:mod:`lab.evidence.scan`); the checks are :mod:`lab.evidence.checks`; tampering being
+caught is shown by :mod:`lab.evidence.selftest`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from rich.console import Console
-from rich.table import Table
-
-from lab.errors import ArchiveError
 from lab.evidence.checks import (
     EPHEMERAL_WARNING,
     INTEGRITY_ONLY_WARNING,
     Check,
+    VerificationError,
     VerifyReport,
     checksum_checks,
     provenance_checks,
@@ -34,13 +33,24 @@ from lab.evidence.scan import Limits, scan_archive
 
 
 def verify_archive(
-    path: Path, pubkey: Path | None = None, *, limits: Limits | None = None
+    path: Path, *, pubkey: Path | None = None, limits: Limits | None = None
 ) -> VerifyReport:
-    """Run every check and collect the results; never raises for a bad archive.
+    """Every check; raise :class:`VerificationError` (an ``ArchiveError``) when any failed.
 
-    A ``pubkey`` that cannot be read raises :class:`SigningError` (the user's input, not the
-    archive, is at fault).
+    A ``pubkey`` that cannot be read raises :class:`~lab.errors.SigningError` (the user's
+    input, not the archive, is at fault).
     """
+    report = inspect_archive(path, pubkey=pubkey, limits=limits)
+    if not report.ok:
+        raise VerificationError(report)
+    return report
+
+
+def inspect_archive(
+    path: Path, *, pubkey: Path | None = None, limits: Limits | None = None
+) -> VerifyReport:
+    """Run every check and collect the results; never raises for a bad archive (a bad
+    ``pubkey`` still raises ``SigningError``)."""
     limits = limits or Limits()
     report = VerifyReport(archive=path.name)
     scan = scan_archive(path, limits)
@@ -70,83 +80,13 @@ def verify_archive(
     return report
 
 
-def verify_archive_or_raise(
-    path: Path, pubkey: Path | None = None, *, limits: Limits | None = None
-) -> VerifyReport:
-    """Like :func:`verify_archive`, but raise :class:`ArchiveError` on the first failure."""
-    report = verify_archive(path, pubkey, limits=limits)
-    failure = report.first_failure
-    if failure is not None:
-        raise ArchiveError(failure.message or f"{path.name}: {failure.name} failed.")
-    return report
-
-
-# Drawing only: every figure comes from the report or the cases above.
-def verify_main(archive: Path, pubkey: Path | None, console: Console) -> int:
-    """Print every check as a table, then the warnings; raise the first failure."""
-    report = verify_archive(archive, pubkey)
-    table = Table(title=f"Verification of {archive.name}", title_justify="left")
-    for column in ("check", "status", "expected", "found"):
-        table.add_column(column, overflow="fold")
-    for check in report.checks:
-        colour = "green" if check.passed else "red"
-        table.add_row(check.name, f"[{colour}]{check.status}[/]", check.expected, check.found)
-    console.print(table)
-    for warning in report.warnings:
-        console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
-    failure = report.first_failure
-    if failure is not None:
-        raise ArchiveError(failure.message or f"{archive.name}: {failure.name} failed.")
-    verdict = (
-        "authenticity established for that key"
-        if report.authenticity_established
-        else "integrity verified; authenticity not established"
-    )
-    console.print(
-        f"[green]OK[/]: {archive.name}, run {report.run_id}, key {report.key_id} "
-        f"({report.key_source}): {verdict}.",
-        soft_wrap=True,
-    )
-    return 0
-
-
-def selftest_main(archive: Path, pubkey: Path | None, console: Console) -> int:
-    """Print each tampered copy and whether verification caught it; 0 when all behaved."""
-    from lab.evidence.selftest import selftest
-
-    cases = selftest(archive, pubkey)
-    table = Table(title=f"Self-test on copies of {archive.name}", title_justify="left")
-    for column in ("case", "tampering", "expected", "outcome", "reason"):
-        table.add_column(column, overflow="fold")
-    for case in cases:
-        colour = "green" if case.ok else "red"
-        table.add_row(
-            case.name, case.tampering, case.expected, f"[{colour}]{case.outcome}[/]", case.reason
-        )
-    console.print(table)
-    bad = [case for case in cases if not case.ok]
-    if bad:
-        case = bad[0]
-        if case.name == "untouched":
-            raise ArchiveError(
-                f"self-test of {archive.name}: the untouched archive does not verify: {case.reason}"
-            )
-        raise ArchiveError(
-            f"self-test of {archive.name}: the '{case.name}' copy was {case.outcome}, not "
-            f"{case.expected}ed; verification said: {case.reason}"
-        )
-    console.print(f"[green]OK[/]: all {len(cases)} cases behaved as expected.")
-    return 0
-
-
 __all__ = [
     "EPHEMERAL_WARNING",
     "INTEGRITY_ONLY_WARNING",
     "Check",
     "Limits",
+    "VerificationError",
     "VerifyReport",
-    "selftest_main",
+    "inspect_archive",
     "verify_archive",
-    "verify_archive_or_raise",
-    "verify_main",
 ]
