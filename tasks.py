@@ -7,9 +7,10 @@
     invoke keys.generate --out keys
     invoke image.lock              # re-pin the Debian packages and Python wheels
 
-Tasks hold no logic of their own: the container work is ``lab.container.engine`` and everything else
-is ``python -m lab``. Tasks that build or run the image need Docker (and root, or membership
-of the docker group).
+Tasks hold no logic of their own: the container work is ``lab.container`` (``engine``,
+``image``, ``run``, ``repro``, ``base``) and everything else is ``python -m lab``. Tasks that
+build or run the image need Docker (and root, or membership of the docker group). A
+``LabError`` leaves a task as one sentence and its exit status (:func:`lab_errors`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ from invoke.exceptions import Exit
 from invoke.tasks import task
 
 from lab.container import base as debootstrap
-from lab.container import engine as container
+from lab.container import engine, repro
+from lab.container import image as images
+from lab.container import run as container
 from lab.errors import LabError, UsageError
 
 ROOT = Path(__file__).resolve().parent
@@ -47,8 +50,8 @@ HELP_RUN = {
 }
 
 
-def _ctx() -> container.Context:
-    return container.Context.for_repo(ROOT)
+def _ctx() -> engine.Context:
+    return engine.Context.for_repo(ROOT)
 
 
 def lab_errors(body: Callable[P, None]) -> Callable[P, None]:
@@ -96,8 +99,8 @@ def build(
 ) -> None:
     """Build the lab image (pulls the pinned base, or bootstraps it where no registry is)."""
     ctx = _ctx()
-    container.ensure_engine(ctx, install=True)
-    identity = container.build_image(ctx, base_image=base_image, no_cache=no_cache)
+    engine.ensure_engine(ctx, install=True)
+    identity = images.build_image(ctx, base_image=base_image, no_cache=no_cache)
     base = identity["base"]
     print(f"image {identity['name']} {identity['id']} (base: {base['path']} {base['reference']})")
     print(f"client sha256 {identity['client_sha256']}; identity in artifacts/.image.json")
@@ -148,8 +151,8 @@ def doctor(c: Context, json: bool = False, local: bool = False, privileged: bool
 def shell(c: Context, privileged: bool = False) -> None:
     """An interactive shell in the lab image, with the same mounts and capabilities as a run."""
     ctx = _ctx()
-    info = container.ensure_engine(ctx, install=True)
-    identity = container.ensure_image(ctx)
+    info = engine.ensure_engine(ctx, install=True)
+    identity = images.ensure_image(ctx)
     argv = container.shell_argv(ctx, identity, info, privileged=privileged)
     c.run(shlex.join(argv), pty=True)
 
@@ -203,7 +206,7 @@ def clean(c: Context, artifacts: bool = False) -> None:
     """Remove the image, the fetched wheels and native build outputs."""
     ctx = _ctx()
     if shutil.which("docker"):
-        c.run(shlex.join(["docker", "image", "rm", "--force", container.IMAGE]), warn=True)
+        c.run(shlex.join(["docker", "image", "rm", "--force", images.IMAGE]), warn=True)
     shutil.rmtree(ROOT / "docker" / "wheels", ignore_errors=True)
     c.run(shlex.join(["make", "-C", str(ROOT / "native"), "clean"]), warn=True)
     shutil.rmtree(ctx.image_dir, ignore_errors=True)
@@ -233,7 +236,7 @@ def keys_generate(c: Context, out: str = "keys") -> None:
 def image_lock(c: Context, base_image: str = debootstrap.DEFAULT_BASE_IMAGE) -> None:
     """Re-pin docker/apt-packages.lock and docker/requirements.lock from the archives."""
     ctx = _ctx()
-    container.ensure_engine(ctx, install=True)
+    engine.ensure_engine(ctx, install=True)
     written = debootstrap.relock(ctx.root, work=ctx.image_dir, log=ctx.log, base_image=base_image)
     for path in written:
         print(f"wrote {path.relative_to(ROOT)}")
@@ -244,8 +247,8 @@ def image_lock(c: Context, base_image: str = debootstrap.DEFAULT_BASE_IMAGE) -> 
 def image_repro(c: Context, builds: int = 2) -> None:
     """Build the image from a clean cache several times and compare the results."""
     ctx = _ctx()
-    container.ensure_engine(ctx, install=True)
-    report = container.reproduce(ctx, builds=builds)
+    engine.ensure_engine(ctx, install=True)
+    report = repro.reproduce(ctx, builds=builds)
     for row in report["builds"]:
         print(
             f"{row['name']}: image {row['id']} client {row['client_sha256']} "

@@ -362,7 +362,8 @@ def main(args: argparse.Namespace, console: Console) -> int:
 def _in_image(args: argparse.Namespace) -> int:
     """Run this very evaluation inside the lab image (built and cached by lab.container),
     with the candidate mounted read-only; the archive lands in the host's --out."""
-    from lab.container import engine as container
+    from lab.container import run as container
+    from lab.container.engine import Context
 
     flag = "--patch" if args.patch else "--source-dir" if args.source_dir else "--binary"
     host: Path = (args.patch or args.source_dir or args.binary).resolve()
@@ -379,7 +380,7 @@ def _in_image(args: argparse.Namespace) -> int:
         "--timeout", str(args.timeout),
         "--out", container.CONTAINER_ARTIFACTS,
     ]  # fmt: skip
-    ctx = container.Context.for_repo(REPO, artifacts=args.out.resolve())
+    ctx = Context.for_repo(REPO, artifacts=args.out.resolve())
     done = container.run_lab(ctx, argv, mounts=((host, inside),))
     return int(done.exit_status or 0)
 

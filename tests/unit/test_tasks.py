@@ -16,7 +16,8 @@ from invoke.exceptions import Exit
 from invoke.program import Program
 from invoke.runners import Result
 
-from lab.container import engine as container
+from lab.container import engine
+from lab.container import run as container
 from lab.errors import ContainerError, UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,7 +36,7 @@ def tasks() -> ModuleType:
 def calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     seen: list[dict[str, Any]] = []
 
-    def fake_run_lab(ctx: container.Context, args: Sequence[str], **kw: Any) -> Any:
+    def fake_run_lab(ctx: engine.Context, args: Sequence[str], **kw: Any) -> Any:
         seen.append({"args": list(args), **kw})
         return SimpleNamespace(exit_status=0)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lab.collectors import bpftrace
-from lab.container import engine as container
+from lab.container import run as container
 from lab.host import capabilities, doctor
 from lab.host.capabilities import (
     CAP_BPF,
