@@ -1,5 +1,5 @@
-"""``python -m lab``: parsing and dispatching only. ``LabError`` is caught here, once, and
-turned into one sentence and an exit code.
+"""``python -m lab``: parsing arguments into requests, dispatching them, and printing what
+comes back. ``LabError`` is caught here, once, and turned into one sentence and an exit code.
 
 Exit status of ``lab run``: 0 when every scenario executed and every observed verdict and
 finding equals its expectation (the instrument is calibrated); 1 when any observation
@@ -13,11 +13,13 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
 from lab import __version__
 from lab.errors import LabError
+from lab.evaluate.request import CandidateKind, EvaluationRequest
 from lab.run.orchestrate import COLLECTOR_CHOICES, PACKET_CHOICES, RunRequest, execute
 
 
@@ -213,10 +215,54 @@ def cmd_keys(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def cmd_evaluate(args: argparse.Namespace, console: Console) -> int:
-    from lab.evaluate import judge as evaluate
+def evaluation_request(args: argparse.Namespace) -> EvaluationRequest:
+    """The parsed ``evaluate`` arguments as the one value :func:`judge.execute` takes."""
+    kind: CandidateKind = "patch" if args.patch else "source-dir" if args.source_dir else "binary"
+    return EvaluationRequest(
+        kind=kind,
+        path=args.patch or args.source_dir or args.binary,
+        repetitions=args.repetitions,
+        timing_runs=args.timing_runs,
+        collector=args.collector,
+        packets=args.packets,
+        size=args.size,
+        timeout_s=args.timeout,
+        out=args.out,
+        local=args.local,
+    )
 
-    return evaluate.main(args, console)
+
+def cmd_evaluate(args: argparse.Namespace, console: Console) -> int:
+    from lab.evaluate import judge
+
+    outcome = judge.execute(
+        evaluation_request(args), say=lambda msg: console.print(msg, highlight=False)
+    )
+    if outcome.evaluation is not None:
+        print_evaluation(outcome.evaluation, console)
+    if outcome.archive is not None:
+        print_archive(outcome.archive, console)
+    return outcome.exit_status
+
+
+def print_evaluation(evaluation: dict[str, Any], console: Console) -> None:
+    """The candidate's verified result: status, k/N per clause, the untraced timing ratio."""
+    console.print(
+        f"Evaluation {evaluation['evaluation_id']}: [bold]{evaluation['status']}[/]"
+        + (f" — {evaluation['status_reason']}" if evaluation.get("status_reason") else "")
+    )
+    for clause, row in evaluation.get("clauses", {}).items():
+        console.print(
+            f"  {clause}: {row['pass']}/{row['total']} passed"
+            f" ({row['fail']} fail, {row['not-observed']} not observed)"
+        )
+    ratio = evaluation.get("timing", {}).get("ratio")
+    if ratio:
+        fb = ratio.get("first_backup_wall")
+        console.print(
+            f"  timing (untraced, median wall, first backup): candidate/baseline = "
+            f"{'N/A' if fb is None else f'{fb:.2f}×'}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

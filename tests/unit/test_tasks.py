@@ -143,15 +143,16 @@ def test_evaluate_runs_the_cli_which_delegates_to_the_image(
 def test_evaluate_in_image_mounts_the_candidate_read_only(
     calls: list[dict[str, Any]], tmp_path: Path
 ) -> None:
-    from lab._cli import build_parser
-    from lab.evaluate import judge as evaluate
+    from lab._cli import build_parser, evaluation_request
+    from lab.evaluate import judge
 
     patch = tmp_path / "fix.patch"
     patch.write_text("--- a\n+++ b\n")
     args = build_parser().parse_args(
         ["evaluate", "--patch", str(patch), "--repetitions", "5", "--out", str(tmp_path / "a")]
     )
-    assert evaluate._in_image(args) == 0
+    outcome = judge.execute(evaluation_request(args), say=print)
+    assert outcome.exit_status == 0 and outcome.evaluation is None  # the image's archive has it
     call = calls[0]
     assert call["args"][:5] == [
         "evaluate",
@@ -160,7 +161,14 @@ def test_evaluate_in_image_mounts_the_candidate_read_only(
         "--repetitions",
         "5",
     ]
-    assert call["args"][-2:] == ["--out", "/lab/artifacts"]
+    assert call["args"][5:] == [
+        "--timing-runs", "20",
+        "--collector", "all",
+        "--packets", "best-effort",
+        "--size", "524288",
+        "--timeout", "60.0",
+        "--out", "/lab/artifacts",
+    ]  # fmt: skip
     assert call["mounts"] == ((patch.resolve(), "/lab/candidate/fix.patch"),)
 
 
