@@ -7,7 +7,7 @@ import re
 from lab.model import RunResult
 from lab.reports import ArchivedFile
 from lab.reports.markdown import render_markdown
-from lab.reports.text import EXIT_STATUS_STATEMENT
+from lab.reports.run import EXIT_STATUS_STATEMENT
 
 FILES = [
     ArchivedFile.of_bytes("results.json", b'{"schema_version": 1}'),
