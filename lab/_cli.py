@@ -13,12 +13,12 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 
 from lab import __version__
 from lab.errors import LabError
+from lab.evaluate.model import Evaluation
 from lab.evaluate.request import CandidateKind, EvaluationRequest
 from lab.run.orchestrate import COLLECTOR_CHOICES, PACKET_CHOICES, RunRequest, execute
 
@@ -245,18 +245,18 @@ def cmd_evaluate(args: argparse.Namespace, console: Console) -> int:
     return outcome.exit_status
 
 
-def print_evaluation(evaluation: dict[str, Any], console: Console) -> None:
+def print_evaluation(evaluation: Evaluation, console: Console) -> None:
     """The candidate's verified result: status, k/N per clause, the untraced timing ratio."""
     console.print(
-        f"Evaluation {evaluation['evaluation_id']}: [bold]{evaluation['status']}[/]"
-        + (f" — {evaluation['status_reason']}" if evaluation.get("status_reason") else "")
+        f"Evaluation {evaluation.evaluation_id}: [bold]{evaluation.status}[/]"
+        + (f" — {evaluation.status_reason}" if evaluation.status_reason else "")
     )
-    for clause, row in evaluation.get("clauses", {}).items():
+    for clause, row in (evaluation.clauses or {}).items():
         console.print(
-            f"  {clause}: {row['pass']}/{row['total']} passed"
-            f" ({row['fail']} fail, {row['not-observed']} not observed)"
+            f"  {clause}: {row.passed}/{row.total} passed"
+            f" ({row.failed} fail, {row.not_observed} not observed)"
         )
-    ratio = evaluation.get("timing", {}).get("ratio")
+    ratio = evaluation.timing.ratio if evaluation.timing is not None else None
     if ratio:
         fb = ratio.get("first_backup_wall")
         console.print(

@@ -12,11 +12,11 @@ from __future__ import annotations
 import hashlib
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from lab.errors import UsageError
+from lab.evaluate.model import BuildRecord, CandidateRecord, MakeStep, PatchStep
 from lab.evaluate.request import CandidateKind
 from lab.host import procs
 from lab.run.fixture import sha256_file
@@ -32,16 +32,17 @@ class Candidate:
     workspace: Path
     input_sha256: str
     binary: Path | None = None
-    build: dict[str, Any] = field(default_factory=dict)
+    build: BuildRecord = field(default_factory=BuildRecord)
 
-    def describe(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "input_name": self.given.name,
-            "input_sha256": self.input_sha256,
-            "binary_sha256": sha256_file(self.binary) if self.binary else None,
-            "build": self.build,
-        }
+    def describe(self) -> CandidateRecord:
+        """What the evaluation record says about the candidate."""
+        return CandidateRecord(
+            kind=self.kind,
+            input_name=self.given.name,
+            input_sha256=self.input_sha256,
+            binary_sha256=sha256_file(self.binary) if self.binary else None,
+            build=self.build,
+        )
 
 
 def _tree_digest(root: Path) -> str:
@@ -64,7 +65,12 @@ def prepare(kind: CandidateKind, given: Path, workspace: Path, log: procs.Comman
         shutil.copy2(given, dest)
         dest.chmod(0o755)
         return Candidate(
-            kind, given, workspace, sha256_file(given), binary=dest, build={"status": "prebuilt"}
+            kind,
+            given,
+            workspace,
+            sha256_file(given),
+            binary=dest,
+            build=BuildRecord(status="prebuilt"),
         )
     if kind == "source-dir":
         if not (given / "Makefile").is_file():
@@ -88,12 +94,13 @@ def prepare(kind: CandidateKind, given: Path, workspace: Path, log: procs.Comman
         timeout=60,
         accept=None,
     )
-    candidate.build = {
-        "patch_exit_status": done.exit_status,
-        "patch_applied_in": "native/" if inside_native else "repository root",
-    }
-    if done.exit_status != 0:
-        candidate.build["status"] = "patch-failed"
+    candidate.build = BuildRecord(
+        status=None if done.exit_status == 0 else "patch-failed",
+        patch=PatchStep(
+            exit_status=done.exit_status,
+            applied_in="native/" if inside_native else "repository root",
+        ),
+    )
     return candidate
 
 
@@ -108,7 +115,7 @@ def _patch_is_native_relative(patch: Path) -> bool:
 
 
 def build(candidate: Candidate, log: procs.CommandLog, logs_dir: Path) -> None:
-    if candidate.build.get("status") in ("prebuilt", "patch-failed"):
+    if candidate.build.status in ("prebuilt", "patch-failed"):
         return
     logs_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -122,22 +129,24 @@ def build(candidate: Candidate, log: procs.CommandLog, logs_dir: Path) -> None:
         timeout=BUILD_TIMEOUT_S,
         accept=None,
     )
-    candidate.build.update(
-        {
-            "exit_status": done.exit_status,
-            "timed_out": done.timed_out,
-            "duration_s": round(time.monotonic() - started, 3),
-            "log": "candidate/build.log",
-            "stderr": "candidate/build.err",
-        }
+    make = MakeStep(
+        exit_status=done.exit_status,
+        timed_out=done.timed_out,
+        duration_s=round(time.monotonic() - started, 3),
+        log="candidate/build.log",
+        stderr="candidate/build.err",
     )
     binary = _find_binary(candidate.workspace)
     if done.exit_status != 0 or binary is None:
-        candidate.build["status"] = "build-failed"
-        if done.exit_status == 0:
-            candidate.build["why"] = "make succeeded but produced no executable backup-client"
+        why = "make succeeded but produced no executable backup-client"
+        candidate.build = replace(
+            candidate.build,
+            make=make,
+            status="build-failed",
+            why=why if done.exit_status == 0 else None,
+        )
         return
-    candidate.build["status"] = "built"
+    candidate.build = replace(candidate.build, make=make, status="built")
     candidate.binary = binary
 
 

@@ -25,7 +25,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,17 @@ from lab import __version__
 from lab.errors import UsageError
 from lab.evaluate import timing
 from lab.evaluate.candidate import BUILD_TIMEOUT_S, build, prepare
+from lab.evaluate.model import (
+    ClauseCounts,
+    ClientContract,
+    ContractViolation,
+    DiagnosticRow,
+    Evaluation,
+    EvaluationLimits,
+    Fixture,
+    FrozenEvaluation,
+    InstrumentCheck,
+)
 from lab.evaluate.request import EvaluationRequest
 from lab.host import identity, procs
 from lab.host.clock import epoch_to_rfc3339
@@ -59,22 +70,34 @@ FROZEN_FILES = (
 
 
 def freeze(
-    conditions: list[scenario.Scenario], *, size: int, repetitions: int, limits: dict[str, Any]
-) -> dict[str, Any]:
+    conditions: list[scenario.Scenario],
+    *,
+    size: int,
+    repetitions: int,
+    limits: EvaluationLimits,
+) -> FrozenEvaluation:
     """Everything that defines the judgement, hashed before the candidate runs."""
     files = {rel: sha256_file(REPO / rel) for rel in FROZEN_FILES if (REPO / rel).is_file()}
     for s in conditions:
         files[f"scenarios/candidate/{s.path.name}"] = hashlib.sha256(s.text.encode()).hexdigest()
-    frozen = {
+    fixture = Fixture(generator="shake_256 lab-fixture-v1", size=size)
+    # the id hashes the record without itself: the same inputs always give the same id
+    unnamed = {
         "lab_version": __version__,
         "files": files,
-        "fixture": {"generator": "shake_256 lab-fixture-v1", "size": size},
+        "fixture": fixture.to_dict(),
         "repetitions": repetitions,
-        "limits": limits,
+        "limits": limits.to_dict(),
     }
-    blob = json.dumps(frozen, sort_keys=True).encode()
-    frozen["evaluation_id"] = "eval-" + hashlib.sha256(blob).hexdigest()[:16]
-    return frozen
+    blob = json.dumps(unnamed, sort_keys=True).encode()
+    return FrozenEvaluation(
+        evaluation_id="eval-" + hashlib.sha256(blob).hexdigest()[:16],
+        lab_version=__version__,
+        files=files,
+        fixture=fixture,
+        repetitions=repetitions,
+        limits=limits,
+    )
 
 
 def _all_passed(scenarios: list[ScenarioResult]) -> bool:
@@ -85,7 +108,8 @@ def _all_passed(scenarios: list[ScenarioResult]) -> bool:
     )
 
 
-def _clause_counts(scenarios: list[ScenarioResult]) -> dict[str, dict[str, int]]:
+def clause_counts(scenarios: list[ScenarioResult]) -> dict[str, ClauseCounts]:
+    """Each clause's outcomes over every repetition of every condition."""
     counts: dict[str, dict[str, int]] = {
         c: {"pass": 0, "fail": 0, "not-observed": 0} for c in CLAUSES
     }
@@ -94,46 +118,53 @@ def _clause_counts(scenarios: list[ScenarioResult]) -> dict[str, dict[str, int]]
             v = s.verdicts.get(c)
             if v is not None:
                 counts[c][v.observed] += 1
-    return counts
-
-
-def client_contract(results: list[ScenarioResult]) -> dict[str, Any]:
-    """Did the candidate honour client contract v1 (docs/client-contract.md) in every
-    invocation: JSON event lines, a final completion event, exit status agreeing with it?"""
-    violations: list[dict[str, Any]] = []
-    for s in results:
-        for p in s.passes:
-            for inv in p.invocations:
-                for problem in inv.claim.contract_violations:
-                    violations.append(
-                        {
-                            "condition": s.name,
-                            "repetition": s.repetition,
-                            "pass": p.collector,
-                            "invocation": inv.index,
-                            "problem": problem,
-                        }
-                    )
     return {
-        "honoured": not violations,
-        "violations": violations[:50],
-        "violation_count": len(violations),
+        c: ClauseCounts(
+            passed=row["pass"],
+            failed=row["fail"],
+            not_observed=row["not-observed"],
+            total=len(scenarios),
+        )
+        for c, row in counts.items()
     }
 
 
-def instrument_check(results: list[ScenarioResult]) -> dict[str, Any]:
+def client_contract(results: list[ScenarioResult]) -> ClientContract:
+    """Did the candidate honour client contract v1 (docs/client-contract.md) in every
+    invocation: JSON event lines, a final completion event, exit status agreeing with it?"""
+    violations = [
+        ContractViolation(
+            condition=s.name,
+            repetition=s.repetition,
+            pass_name=p.collector,
+            invocation=inv.index,
+            problem=problem,
+        )
+        for s in results
+        for p in s.passes
+        for inv in p.invocations
+        for problem in inv.claim.contract_violations
+    ]
+    return ClientContract(
+        honoured=not violations,
+        violations=tuple(violations[:50]),
+        violation_count=len(violations),
+    )
+
+
+def instrument_check(results: list[ScenarioResult]) -> InstrumentCheck:
     """Did the lab catch the seeded defects here, with these collectors?"""
-    caught: dict[str, Any] = {}
+    caught: dict[str, dict[str, str]] = {}
     for s in results:
         want = {"false-success": ("C1", "C6"), "unexpected-egress": ("C3",)}[s.name]
         caught[s.name] = {c: s.verdicts[c].observed for c in want if c in s.verdicts}
     ok = all(v == "fail" for row in caught.values() for v in row.values()) and len(caught) == 2
-    return {"scenarios": list(CALIBRATION_SCENARIOS), "caught": caught, "ok": ok}
+    return InstrumentCheck(scenarios=CALIBRATION_SCENARIOS, caught=caught, ok=ok)
 
 
-def diagnostics(scenarios: list[ScenarioResult], size: int) -> list[dict[str, Any]]:
+def diagnostics(scenarios: list[ScenarioResult], size: int) -> tuple[DiagnosticRow, ...]:
     """Unnecessary-work diagnostics from the traced passes (not timings)."""
-    rows: list[dict[str, Any]] = []
+    rows: list[DiagnosticRow] = []
     for s in scenarios:
         for row in s.merged_invocations():
             obs = row["observed"]
@@ -141,18 +172,18 @@ def diagnostics(scenarios: list[ScenarioResult], size: int) -> list[dict[str, An
             bpf = obs.get("bpftrace", {})
             read = strace.get("source_bytes_read")
             rows.append(
-                {
-                    "condition": s.name,
-                    "repetition": s.repetition,
-                    "invocation": row["index"],
-                    "source_bytes_read": read,
-                    "read_ratio": None if read is None else round(read / size, 3),
-                    "hash_file_calls": bpf.get("hash_calls"),
-                    "cpu_s_untraced": row["client"]["cpu_s"],
-                    "missing": sorted(k for k in ("strace", "bpftrace") if k not in obs),
-                }
+                DiagnosticRow(
+                    condition=s.name,
+                    repetition=s.repetition,
+                    invocation=row["index"],
+                    source_bytes_read=read,
+                    read_ratio=None if read is None else round(read / size, 3),
+                    hash_file_calls=bpf.get("hash_calls"),
+                    cpu_s_untraced=row["client"]["cpu_s"],
+                    missing=tuple(sorted(k for k in ("strace", "bpftrace") if k not in obs)),
+                )
             )
-    return rows
+    return tuple(rows)
 
 
 @dataclass(frozen=True)
@@ -162,7 +193,7 @@ class EvaluationOutcome:
 
     #: 0 only when every clause passed in every repetition of every condition
     exit_status: int
-    evaluation: dict[str, Any] | None = None
+    evaluation: Evaluation | None = None
     result: RunResult | None = None
     run_dir: Path | None = None
     archive: Any | None = None  # lab.evidence.archive.ArchiveInfo
@@ -175,11 +206,11 @@ def execute(request: EvaluationRequest, *, say: Callable[[str], None]) -> Evalua
 
     conditions = scenario.select(REPO / "scenarios" / "candidate", [], True)
     calibration = scenario.select(REPO / "scenarios", list(CALIBRATION_SCENARIOS), False)
-    limits = {
-        "invocation_timeout_s": request.timeout_s,
-        "build_timeout_s": BUILD_TIMEOUT_S,
-        "timing_runs": request.timing_runs,
-    }
+    limits = EvaluationLimits(
+        invocation_timeout_s=request.timeout_s,
+        build_timeout_s=BUILD_TIMEOUT_S,
+        timing_runs=request.timing_runs,
+    )
     given = request.path
     if not given.exists():
         raise UsageError(f"{given}: no such file or directory; give the candidate's path.")
@@ -189,9 +220,10 @@ def execute(request: EvaluationRequest, *, say: Callable[[str], None]) -> Evalua
     run_id = new_run_id("eval")
     run_dir = (request.out / run_id).resolve()
     run_dir.mkdir(parents=True)
-    (run_dir / "evaluation.json").write_text(json.dumps(frozen, indent=2, sort_keys=True) + "\n")
+    frozen_json = json.dumps(frozen.to_dict(), indent=2, sort_keys=True) + "\n"
+    (run_dir / "evaluation.json").write_text(frozen_json)
     say(
-        f"Evaluation {frozen['evaluation_id']} frozen before the candidate runs: "
+        f"Evaluation {frozen.evaluation_id} frozen before the candidate runs: "
         f"{run_dir / 'evaluation.json'}"
     )
     started_epoch = time.time()
@@ -210,24 +242,22 @@ def execute(request: EvaluationRequest, *, say: Callable[[str], None]) -> Evalua
             if (Path(tmp) / name).exists():
                 shutil.copyfile(Path(tmp) / name, cand_dir / name)
         build(candidate, log, cand_dir)
-        say(f"Candidate ({kind}): {candidate.build.get('status')}")
-        evaluation: dict[str, Any] = {**frozen, "candidate": candidate.describe()}
+        say(f"Candidate ({kind}): {candidate.build.status}")
         scenario_results: list[ScenarioResult] = []
-        status = candidate.build.get("status")
         if candidate.binary is None:
-            evaluation["status"] = status or "build-failed"
-            evaluation["status_reason"] = "the candidate could not be built; see its build log"
+            evaluation = Evaluation(
+                frozen=frozen,
+                candidate=candidate.describe(),
+                status="patch-failed"
+                if candidate.build.status == "patch-failed"
+                else "build-failed",
+                status_reason="the candidate could not be built; see its build log",
+            )
         else:
+            record = Evaluation(frozen=frozen, candidate=candidate.describe(), status="fail")
             shutil.copyfile(candidate.binary, cand_dir / "candidate-client")
-            evaluation["status"], scenario_results = _judge(
-                request,
-                candidate.binary,
-                prepared,
-                run_dir,
-                conditions,
-                calibration,
-                evaluation,
-                say,
+            evaluation, scenario_results = _judge(
+                request, record, candidate.binary, prepared, run_dir, conditions, calibration, say
             )
     result: RunResult = make_result(
         run_id=run_id,
@@ -250,7 +280,7 @@ def execute(request: EvaluationRequest, *, say: Callable[[str], None]) -> Evalua
     result.evaluation = evaluation
     archive = finish(result, run_dir, signer=prepared.signer, started_epoch=started_epoch, say=say)
     return EvaluationOutcome(
-        exit_status=0 if evaluation["status"] == "pass" else 1,
+        exit_status=0 if evaluation.status == "pass" else 1,
         evaluation=evaluation,
         result=result,
         run_dir=run_dir,
@@ -276,14 +306,16 @@ def _in_image(request: EvaluationRequest) -> int:
 
 def _judge(
     request: EvaluationRequest,
+    record: Evaluation,
     binary: Path,
     prepared: Setup,
     run_dir: Path,
     conditions: list[scenario.Scenario],
     calibration: list[scenario.Scenario],
-    evaluation: dict[str, Any],
     say: Callable[[str], None],
-) -> tuple[str, list[ScenarioResult]]:
+) -> tuple[Evaluation, list[ScenarioResult]]:
+    """Check the instrument, then judge and time the built candidate; ``record`` (frozen
+    part and candidate) comes back completed with the judgement."""
     seeded = REPO / "native" / "backup-client"
     say("Checking the instrument on this machine (false-success, unexpected-egress)…")
     cal_plan = Plan(
@@ -297,13 +329,14 @@ def _judge(
         seed="calibration",
     )
     cal_results = run_plan(cal_plan, run_dir, prepared, say)
-    evaluation["instrument_check"] = instrument_check(cal_results)
-    if not evaluation["instrument_check"]["ok"]:
-        evaluation["status_reason"] = (
+    check = instrument_check(cal_results)
+    if not check.ok:
+        why = (
             "the instrument did not catch the seeded defects on this machine with these "
             "collectors, so it refuses to judge the candidate"
         )
-        return "refused", cal_results
+        refused = replace(record, status="refused", status_reason=why, instrument_check=check)
+        return refused, cal_results
     say(f"Judging the candidate: {len(conditions)} conditions × {request.repetitions} repetitions")
     plan = Plan(
         scenarios=conditions,
@@ -318,13 +351,12 @@ def _judge(
         seed="candidate",
     )
     results = run_plan(plan, run_dir, prepared, say)
-    counts = _clause_counts(results)
-    evaluation["clauses"] = {c: {**counts[c], "total": len(results)} for c in CLAUSES}
-    evaluation["client_contract"] = client_contract(results)
-    evaluation["diagnostics"] = diagnostics(results, request.size)
+    clauses = clause_counts(results)
+    contract = client_contract(results)
+    rows = diagnostics(results, request.size)
     say(f"Untraced timing: {request.timing_runs} rounds, candidate and baseline alternated…")
     with tempfile.TemporaryDirectory(prefix="lab-timing-") as scratch:
-        evaluation["timing"] = timing.alternate(
+        timed = timing.alternate(
             {"baseline": seeded, "candidate": binary},
             rounds=request.timing_runs,
             size=request.size,
@@ -333,6 +365,7 @@ def _judge(
             timeout=request.timeout_s,
         )
     passed = _all_passed(results)
+    reason: str | None = None
     if not passed:
         failed = sorted(
             {
@@ -342,7 +375,15 @@ def _judge(
                 if s.verdicts.get(c) and s.verdicts[c].observed != "pass"
             }
         )
-        evaluation["status_reason"] = (
-            f"clause(s) {', '.join(failed)} did not pass in every repetition"
-        )
-    return ("pass" if passed else "fail"), cal_results + results
+        reason = f"clause(s) {', '.join(failed)} did not pass in every repetition"
+    judged = replace(
+        record,
+        status="pass" if passed else "fail",
+        status_reason=reason,
+        instrument_check=check,
+        clauses=clauses,
+        client_contract=contract,
+        diagnostics=rows,
+        timing=timed,
+    )
+    return judged, cal_results + results

@@ -10,6 +10,7 @@ PDF has a chart, this report has the chart's figures as a table.
 
 from __future__ import annotations
 
+from lab.evaluate.model import Evaluation
 from lab.model import CLAUSE_TITLES, CLAUSES, RunResult, ScenarioResult
 from lab.reports import ArchivedFile, charts
 from lab.reports.evaluation import (
@@ -76,7 +77,7 @@ def render_markdown(run: RunResult, *, files: list[ArchivedFile] | None) -> str:
     out += _figures(run)
     out += _repetitions(run)
     if run.evaluation is not None:
-        out += _evaluation(run)
+        out += _evaluation(run.evaluation)
     for scenario in run.scenarios:
         out += _scenario(run, scenario)
     out += _limits()
@@ -252,8 +253,7 @@ def _repetitions(run: RunResult) -> list[str]:
     return lines
 
 
-def _evaluation(run: RunResult) -> list[str]:
-    evaluation = run.evaluation or {}
+def _evaluation(evaluation: Evaluation) -> list[str]:
     lines = ["## Candidate evaluation", ""]
     refusal = evaluation_refusal(evaluation)
     if refusal:

@@ -28,6 +28,7 @@ from reportlab.platypus import (
     TableStyle,
 )
 
+from lab.evaluate.model import Evaluation
 from lab.model import CLAUSE_TITLES, CLAUSES, RunResult, ScenarioResult, Verdict
 from lab.reports import ArchivedFile, charts
 from lab.reports.evaluation import (
@@ -349,7 +350,7 @@ def _repetitions(run: RunResult) -> list[Flowable]:
     return flow
 
 
-def _evaluation(evaluation: dict[str, Any]) -> list[Flowable]:
+def _evaluation(evaluation: Evaluation) -> list[Flowable]:
     flow: list[Flowable] = [CondPageBreak(200), heading("Candidate evaluation", 0)]
     refusal = evaluation_refusal(evaluation)
     if refusal:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from lab.evaluate.model import Spread
 from lab.model import (
     CLAUSES,
     RunResult,
@@ -71,8 +72,8 @@ def aggregate_table(run: RunResult) -> Table:
                 *(clause_counts_cell(clauses.get(c), n) for c in CLAUSES),
                 (words if agg.get("wording") else f"{k}/{total} as expected: {words}")
                 + (f"; failed repetition(s): {fmt(failed)}" if failed else ""),
-                fmt_spread(agg.get("wall_s")),
-                fmt_spread(agg.get("cpu_s")),
+                fmt_spread(_spread(agg.get("wall_s"))),
+                fmt_spread(_spread(agg.get("cpu_s"))),
             ]
         )
     notes = [
@@ -131,3 +132,10 @@ def repeated_names(run: RunResult) -> list[str]:
         if s.name not in names and sum(1 for t in run.scenarios if t.name == s.name) > 1:
             names.append(s.name)
     return names
+
+
+def _spread(stats: Any) -> Spread | None:
+    """An aggregate's timing (``lab.judge.aggregate.spread``: a dict, or None)."""
+    if not isinstance(stats, Mapping) or stats.get("median") is None:
+        return None
+    return Spread.from_dict(dict(stats))

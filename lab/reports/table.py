@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from lab.evaluate.model import Spread
+
 NOT_RECORDED = "not recorded"
 NOT_OBSERVED = "not observed"
 
@@ -73,15 +75,14 @@ def fmt_ratio(value: float | None) -> str:
     return "N/A" if value is None else f"{value:.2f}x"
 
 
-def fmt_spread(stats: Any) -> str:
-    if not isinstance(stats, Mapping) or stats.get("median") is None:
+def fmt_spread(stats: Spread | None) -> str:
+    """Median (min - max) of a timing, one figure when they coincide; "not recorded" for
+    None."""
+    if stats is None:
         return NOT_RECORDED
-    if stats.get("min") == stats.get("max"):
-        return fmt_seconds(stats.get("median"))
-    return (
-        f"{fmt_seconds(stats.get('median'))} "
-        f"({fmt_seconds(stats.get('min'))} - {fmt_seconds(stats.get('max'))})"
-    )
+    if stats.min == stats.max:
+        return fmt_seconds(stats.median)
+    return f"{fmt_seconds(stats.median)} ({fmt_seconds(stats.min)} - {fmt_seconds(stats.max)})"
 
 
 def mask_host_path(value: str) -> str:

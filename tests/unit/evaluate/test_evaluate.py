@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from lab.errors import UsageError
 from lab.evaluate import candidate, judge
+from lab.evaluate.model import EvaluationLimits, FrozenEvaluation
 from lab.host.procs import CommandLog
 from lab.run import scenario
 from tests.conftest import ASSETS, ROOT, require
@@ -32,7 +34,7 @@ def test_patch_applies_to_a_copy_either_way(tmp_path: Path, relative_to_native: 
     work = tmp_path / "work"
     work.mkdir()
     prepared = candidate.prepare("patch", patch, work, CommandLog(tmp_path / "c.jsonl"))
-    assert prepared.build.get("status") != "patch-failed", prepared.build
+    assert prepared.build.status != "patch-failed", prepared.build
     patched = (work / "native" / "main.c").read_text()
     assert "retrying is wasteful" in patched
     assert "retrying is wasteful" not in (ROOT / "native" / "main.c").read_text()
@@ -45,7 +47,7 @@ def test_a_patch_that_does_not_apply_is_a_result(tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
     prepared = candidate.prepare("patch", bad, work, CommandLog(tmp_path / "c.jsonl"))
-    assert prepared.build["status"] == "patch-failed"
+    assert prepared.build.status == "patch-failed"
 
 
 def test_missing_candidate_is_one_sentence(tmp_path: Path) -> None:
@@ -58,11 +60,13 @@ def test_missing_candidate_is_one_sentence(tmp_path: Path) -> None:
 
 def test_evaluation_id_depends_on_what_defines_passing() -> None:
     conditions = scenario.select(ROOT / "scenarios" / "candidate", [], True)
-    limits = {"invocation_timeout_s": 60.0}
+    limits = EvaluationLimits(invocation_timeout_s=60.0, build_timeout_s=300.0, timing_runs=20)
     a = judge.freeze(conditions, size=524_288, repetitions=3, limits=limits)
     b = judge.freeze(conditions, size=524_288, repetitions=3, limits=limits)
-    assert a["evaluation_id"] == b["evaluation_id"] and a["evaluation_id"].startswith("eval-")
-    assert "lab/judge/contract.py" in a["files"] and "docs/client-contract.md" in a["files"]
+    assert a.evaluation_id == b.evaluation_id and a.evaluation_id.startswith("eval-")
+    assert "lab/judge/contract.py" in a.files and "docs/client-contract.md" in a.files
     c = judge.freeze(conditions, size=1024, repetitions=3, limits=limits)
     d = judge.freeze(conditions, size=524_288, repetitions=5, limits=limits)
-    assert len({a["evaluation_id"], c["evaluation_id"], d["evaluation_id"]}) == 3
+    e = judge.freeze(conditions, size=524_288, repetitions=3, limits=replace(limits, timing_runs=2))
+    assert len({a.evaluation_id, c.evaluation_id, d.evaluation_id, e.evaluation_id}) == 4
+    assert FrozenEvaluation.from_dict(a.to_dict()) == a
