@@ -13,7 +13,7 @@ No I/O lives here, and nothing from the lab but the candidate kinds: ``lab.model
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal, cast
 
 from lab.evaluate.request import CandidateKind
@@ -440,26 +440,6 @@ class Timing:
 
 # --- the whole record ----------------------------------------------------------------------------
 
-#: the keys this model reads; anything else a record holds is kept in ``extra``
-_KNOWN = frozenset(
-    {
-        "evaluation_id",
-        "lab_version",
-        "files",
-        "fixture",
-        "repetitions",
-        "limits",
-        "candidate",
-        "status",
-        "status_reason",
-        "instrument_check",
-        "clauses",
-        "client_contract",
-        "diagnostics",
-        "timing",
-    }
-)
-
 
 @dataclass(frozen=True, kw_only=True)
 class Evaluation:
@@ -524,5 +504,12 @@ class Evaluation:
             if diagnostics is None
             else tuple(DiagnosticRow.from_dict(d) for d in diagnostics),
             timing=None if timing is None else Timing.from_dict(timing),
-            extra={k: v for k, v in data.items() if k not in _KNOWN},
+            extra={k: v for k, v in data.items() if k not in _known_keys()},
         )
+
+
+def _known_keys() -> frozenset[str]:
+    """The record keys this model reads (its fields, the frozen part's flattened into it);
+    anything else a record holds is kept in ``Evaluation.extra``."""
+    own = {f.name for f in fields(Evaluation)} - {"frozen", "extra"}
+    return frozenset(own | {f.name for f in fields(FrozenEvaluation)})

@@ -1,4 +1,5 @@
-"""Shared wording: capability vs reliability, calibration sentences, file table, identity."""
+"""The rows both reports draw (lab.reports.table, run, repetitions, files): capability vs
+reliability, calibration sentences, the file table, identity, cells that are never zeros."""
 
 from __future__ import annotations
 
