@@ -27,7 +27,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from lab import __version__
 from lab.errors import UsageError
@@ -45,6 +44,7 @@ from lab.evaluate.model import (
     InstrumentCheck,
 )
 from lab.evaluate.request import EvaluationRequest
+from lab.evidence.archive import ArchiveInfo
 from lab.host import identity, procs
 from lab.host.clock import epoch_to_rfc3339
 from lab.model import CLAUSES, RunResult, ScenarioResult
@@ -196,7 +196,7 @@ class EvaluationOutcome:
     evaluation: Evaluation | None = None
     result: RunResult | None = None
     run_dir: Path | None = None
-    archive: Any | None = None  # lab.evidence.archive.ArchiveInfo
+    archive: ArchiveInfo | None = None
 
 
 def execute(request: EvaluationRequest, *, say: Callable[[str], None]) -> EvaluationOutcome:
