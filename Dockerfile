@@ -12,7 +12,7 @@
 
 # debian:bookworm-slim 12.11, multi-arch index digest (the Debian 12.11 point release,
 # 2025-05-17). When no registry is reachable, `invoke lab.build` passes instead a local image
-# debootstrapped from the Debian archive (lab/container/engine.py, docs/container.md).
+# debootstrapped from the Debian archive (lab/container/base.py, docs/container.md).
 ARG BASE_IMAGE=debian:bookworm-slim@sha256:2424c1850714a4d94666ec928e24d86de958646737b1d113f5b2207be44d37d8
 
 # --- Debian packages, every one at its locked version ----------------------------------

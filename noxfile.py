@@ -10,6 +10,7 @@ turns those skips into failures (CI).
 from __future__ import annotations
 
 import os
+import runpy
 import shutil
 from pathlib import Path
 
@@ -20,24 +21,11 @@ nox.options.reuse_existing_virtualenvs = True
 
 PYTHON = "3.11"
 
-#: tool -> Debian package, for everything the tests drive
-HOST_TOOLS = {
-    "cc": "gcc",
-    "make": "make",
-    "nm": "binutils",
-    "patch": "patch",
-    "git": "git",
-    "openssl": "openssl",
-    "strace": "strace",
-    "bpftrace": "bpftrace",
-    "perf": "linux-perf",
-    "tcpdump": "tcpdump",
-    "signify-openbsd": "signify-openbsd",
-    "minisign": "minisign",
-    "pdftoppm": "poppler-utils",
-    "debootstrap": "debootstrap",
-}
-HEADERS = {"/usr/include/openssl/evp.h": "libssl-dev", "/usr/include/stdio.h": "libc6-dev"}
+#: the one tool -> Debian package table (lab/host/tools.py imports nothing, so it is read by
+#: path: a nox session may start before the lab's dependencies are installed)
+TOOLS = runpy.run_path(str(Path(__file__).resolve().parent / "lab" / "host" / "tools.py"))
+HOST_TOOLS: dict[str, str] = TOOLS["host_tools"]()
+HEADERS: dict[str, str] = TOOLS["HEADER_PACKAGES"]
 
 
 def host_packages(session: nox.Session) -> None:

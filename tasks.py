@@ -7,29 +7,36 @@
     invoke keys.generate --out keys
     invoke image.lock              # re-pin the Debian packages and Python wheels
 
-Tasks hold no logic of their own: the container work is ``lab.container.engine`` and everything else
-is ``python -m lab``. Tasks that build or run the image need Docker (and root, or membership
-of the docker group).
+Tasks hold no logic of their own: the container work is ``lab.container`` (``engine``,
+``image``, ``run``, ``repro``, ``base``) and everything else is ``python -m lab``. Tasks that
+build or run the image need Docker (and root, or membership of the docker group). A
+``LabError`` leaves a task as one sentence and its exit status (:func:`lab_errors`).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import ParamSpec
 
 from invoke.collection import Collection
 from invoke.context import Context
+from invoke.exceptions import Exit
 from invoke.tasks import task
 
-ROOT = Path(__file__).resolve().parent
-sys.path.insert(0, str(ROOT))
+from lab.container import base as debootstrap
+from lab.container import engine, repro
+from lab.container import image as images
+from lab.container import run as container
+from lab.errors import LabError, UsageError
 
-from lab.container import base as debootstrap  # noqa: E402
-from lab.container import engine as container  # noqa: E402
-from lab.errors import LabError  # noqa: E402
+ROOT = Path(__file__).resolve().parent
+P = ParamSpec("P")
 
 HELP_RUN = {
     "scenario": "a scenario to run (repeatable); default: every scenario",
@@ -43,14 +50,22 @@ HELP_RUN = {
 }
 
 
-def _ctx() -> container.Context:
-    return container.Context.for_repo(ROOT)
+def _ctx() -> engine.Context:
+    return engine.Context.for_repo(ROOT)
 
 
-def _fail(error: LabError) -> None:
-    """Show the lab's one sentence and stop with its exit status."""
-    print(f"error: {error}", file=sys.stderr)
-    raise SystemExit(error.exit_code)
+def lab_errors(body: Callable[P, None]) -> Callable[P, None]:
+    """A :class:`LabError` leaves the task as the lab's one sentence and its exit status
+    (invoke prints the message on stderr and exits with the code), never as a traceback."""
+
+    @functools.wraps(body)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
+        try:
+            body(*args, **kwargs)
+        except LabError as error:
+            raise Exit(f"error: {error}", code=error.exit_code) from None
+
+    return wrapper
 
 
 def _host_lab(c: Context, args: list[str]) -> None:
@@ -69,12 +84,7 @@ def _in_container(
     rebuild: bool = False,
     mounts: tuple[tuple[Path, str], ...] = (),
 ) -> None:
-    try:
-        done = container.run_lab(
-            _ctx(), args, privileged=privileged, mounts=mounts, rebuild=rebuild
-        )
-    except LabError as error:
-        _fail(error)
+    done = container.run_lab(_ctx(), args, privileged=privileged, mounts=mounts, rebuild=rebuild)
     if done.exit_status:
         raise SystemExit(done.exit_status)
 
@@ -83,22 +93,21 @@ def _in_container(
 
 
 @task(help={"no_cache": "build every layer again", "base_image": "the pinned base reference"})
+@lab_errors
 def build(
     c: Context, no_cache: bool = False, base_image: str = debootstrap.DEFAULT_BASE_IMAGE
 ) -> None:
     """Build the lab image (pulls the pinned base, or bootstraps it where no registry is)."""
     ctx = _ctx()
-    try:
-        container.ensure_engine(ctx, install=True)
-        identity = container.build_image(ctx, base_image=base_image, no_cache=no_cache)
-    except LabError as error:
-        _fail(error)
+    engine.ensure_engine(ctx, install=True)
+    identity = images.build_image(ctx, base_image=base_image, no_cache=no_cache)
     base = identity["base"]
     print(f"image {identity['name']} {identity['id']} (base: {base['path']} {base['reference']})")
     print(f"client sha256 {identity['client_sha256']}; identity in artifacts/.image.json")
 
 
 @task(iterable=["scenario"], help=HELP_RUN)
+@lab_errors
 def run(
     c: Context,
     scenario: list[str] | None = None,
@@ -127,6 +136,7 @@ def run(
 
 
 @task(help={"json": "machine-readable output", "local": "on this host, not in the container"})
+@lab_errors
 def doctor(c: Context, json: bool = False, local: bool = False, privileged: bool = False) -> None:
     """Say which observers work here, and why not."""
     args = ["doctor", *(["--json"] if json else [])]
@@ -137,19 +147,18 @@ def doctor(c: Context, json: bool = False, local: bool = False, privileged: bool
 
 
 @task
+@lab_errors
 def shell(c: Context, privileged: bool = False) -> None:
     """An interactive shell in the lab image, with the same mounts and capabilities as a run."""
     ctx = _ctx()
-    try:
-        info = container.ensure_engine(ctx, install=True)
-        identity = container.ensure_image(ctx)
-        argv = container.shell_argv(ctx, identity, info, privileged=privileged)
-    except LabError as error:
-        _fail(error)
+    info = engine.ensure_engine(ctx, install=True)
+    identity = images.ensure_image(ctx)
+    argv = container.shell_argv(ctx, identity, info, privileged=privileged)
     c.run(shlex.join(argv), pty=True)
 
 
 @task(help={"archive": "the .tar.gz to verify", "pubkey": "the public key to trust"})
+@lab_errors
 def verify(c: Context, archive: str, pubkey: str | None = None, selftest: bool = False) -> None:
     """Verify an evidence archive on this host (no container needed)."""
     args = ["verify", archive, *(["--pubkey", pubkey] if pubkey else [])]
@@ -166,6 +175,7 @@ def verify(c: Context, archive: str, pubkey: str | None = None, selftest: bool =
         "local": "build and judge on this host, not in the lab image",
     }
 )
+@lab_errors
 def evaluate(
     c: Context,
     patch: str | None = None,
@@ -180,7 +190,7 @@ def evaluate(
     choices = (("--patch", patch), ("--source-dir", source_dir), ("--binary", binary))
     given = [(flag, value) for flag, value in choices if value]
     if len(given) != 1:
-        _fail(LabError("lab.evaluate needs exactly one of --patch, --source-dir, --binary."))
+        raise UsageError("lab.evaluate needs exactly one of --patch, --source-dir, --binary.")
     flag, value = given[0]
     args = ["evaluate", flag, value, "--out", str(ROOT / "artifacts")]
     if repetitions is not None:
@@ -191,11 +201,12 @@ def evaluate(
 
 
 @task(help={"artifacts": "also delete artifacts/ (evidence archives included)"})
+@lab_errors
 def clean(c: Context, artifacts: bool = False) -> None:
     """Remove the image, the fetched wheels and native build outputs."""
     ctx = _ctx()
     if shutil.which("docker"):
-        c.run(shlex.join(["docker", "image", "rm", "--force", container.IMAGE]), warn=True)
+        c.run(shlex.join(["docker", "image", "rm", "--force", images.IMAGE]), warn=True)
     shutil.rmtree(ROOT / "docker" / "wheels", ignore_errors=True)
     c.run(shlex.join(["make", "-C", str(ROOT / "native"), "clean"]), warn=True)
     shutil.rmtree(ctx.image_dir, ignore_errors=True)
@@ -211,6 +222,7 @@ def clean(c: Context, artifacts: bool = False) -> None:
 
 
 @task(name="generate", help={"out": "directory for lab.key (secret) and lab.pub"})
+@lab_errors
 def keys_generate(c: Context, out: str = "keys") -> None:
     """Make a signing key pair (signify format)."""
     _host_lab(c, ["keys", "generate", "--out", out])
@@ -220,29 +232,23 @@ def keys_generate(c: Context, out: str = "keys") -> None:
 
 
 @task(name="lock", help={"base_image": "the base to resolve in"})
+@lab_errors
 def image_lock(c: Context, base_image: str = debootstrap.DEFAULT_BASE_IMAGE) -> None:
     """Re-pin docker/apt-packages.lock and docker/requirements.lock from the archives."""
     ctx = _ctx()
-    try:
-        container.ensure_engine(ctx, install=True)
-        written = debootstrap.relock(
-            ctx.root, work=ctx.image_dir, log=ctx.log, base_image=base_image
-        )
-    except LabError as error:
-        _fail(error)
+    engine.ensure_engine(ctx, install=True)
+    written = debootstrap.relock(ctx.root, work=ctx.image_dir, log=ctx.log, base_image=base_image)
     for path in written:
         print(f"wrote {path.relative_to(ROOT)}")
 
 
 @task(name="repro", help={"builds": "how many clean builds to compare (default 2)"})
+@lab_errors
 def image_repro(c: Context, builds: int = 2) -> None:
     """Build the image from a clean cache several times and compare the results."""
     ctx = _ctx()
-    try:
-        container.ensure_engine(ctx, install=True)
-        report = container.reproduce(ctx, builds=builds)
-    except LabError as error:
-        _fail(error)
+    engine.ensure_engine(ctx, install=True)
+    report = repro.reproduce(ctx, builds=builds)
     for row in report["builds"]:
         print(
             f"{row['name']}: image {row['id']} client {row['client_sha256']} "

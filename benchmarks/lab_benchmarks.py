@@ -119,14 +119,14 @@ def throughput(repeats: int) -> dict[str, Any]:
             result = timing.alternate(
                 {"baseline": CLIENT}, rounds=repeats, size=size, workdir=Path(tmp) / label
             )
-            wall = result["clients"]["baseline"]["first_backup_wall"]["median"]
+            spreads = result.clients["baseline"].spreads
+            first, unchanged = spreads["first_backup_wall"], spreads["unchanged_wall"]
+            wall = first.median if first else None
             rows[label] = {
                 "size": size,
                 "first_backup_wall_median_s": wall,
                 "bytes_per_s": size / wall if wall else None,
-                "unchanged_wall_median_s": result["clients"]["baseline"]["unchanged_wall"][
-                    "median"
-                ],
+                "unchanged_wall_median_s": unchanged.median if unchanged else None,
             }
     return rows
 

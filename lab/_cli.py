@@ -1,5 +1,5 @@
-"""``python -m lab``: parsing and dispatching only. ``LabError`` is caught here, once, and
-turned into one sentence and an exit code.
+"""``python -m lab``: parsing arguments into requests, dispatching them, and printing what
+comes back. ``LabError`` is caught here, once, and turned into one sentence and an exit code.
 
 Exit status of ``lab run``: 0 when every scenario executed and every observed verdict and
 finding equals its expectation (the instrument is calibrated); 1 when any observation
@@ -18,6 +18,8 @@ from rich.console import Console
 
 from lab import __version__
 from lab.errors import LabError
+from lab.evaluate.model import Evaluation
+from lab.evaluate.request import CandidateKind, EvaluationRequest
 from lab.run.orchestrate import (
     COLLECTOR_CHOICES,
     PACKET_CHOICES,
@@ -199,11 +201,23 @@ def cmd_doctor(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_verify(args: argparse.Namespace, console: Console) -> int:
-    from lab.evidence import verify
+    from lab.evidence import selftest, verify
+    from lab.reports.console import print_verification, selftest_table
 
     if args.selftest:
-        return verify.selftest_main(args.archive, args.pubkey, console)
-    return verify.verify_main(args.archive, args.pubkey, console)
+        cases = selftest.selftest(args.archive, args.pubkey)
+        console.print(selftest_table(cases, args.archive.name))
+        selftest.require_expected(cases, args.archive.name)
+        console.print(f"[green]OK[/]: all {len(cases)} cases behaved as expected.")
+        return 0
+    try:
+        report = verify.verify_archive(args.archive, pubkey=args.pubkey)
+    except verify.VerificationError as failure:
+        # the whole expected/found table first; main() then says the one sentence (exit 1)
+        print_verification(failure.report, console)
+        raise
+    print_verification(report, console)
+    return 0
 
 
 def cmd_keys(args: argparse.Namespace, console: Console) -> int:
@@ -216,10 +230,54 @@ def cmd_keys(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def cmd_evaluate(args: argparse.Namespace, console: Console) -> int:
-    from lab.evaluate import judge as evaluate
+def evaluation_request(args: argparse.Namespace) -> EvaluationRequest:
+    """The parsed ``evaluate`` arguments as the one value :func:`judge.execute` takes."""
+    kind: CandidateKind = "patch" if args.patch else "source-dir" if args.source_dir else "binary"
+    return EvaluationRequest(
+        kind=kind,
+        path=args.patch or args.source_dir or args.binary,
+        repetitions=args.repetitions,
+        timing_runs=args.timing_runs,
+        collector=args.collector,
+        packets=args.packets,
+        size=args.size,
+        timeout_s=args.timeout,
+        out=args.out,
+        local=args.local,
+    )
 
-    return evaluate.main(args, console)
+
+def cmd_evaluate(args: argparse.Namespace, console: Console) -> int:
+    from lab.evaluate import judge
+
+    outcome = judge.execute(
+        evaluation_request(args), say=lambda msg: console.print(msg, highlight=False)
+    )
+    if outcome.evaluation is not None:
+        print_evaluation(outcome.evaluation, console)
+    if outcome.archive is not None:
+        print_archive(outcome.archive, console)
+    return outcome.exit_status
+
+
+def print_evaluation(evaluation: Evaluation, console: Console) -> None:
+    """The candidate's verified result: status, k/N per clause, the untraced timing ratio."""
+    console.print(
+        f"Evaluation {evaluation.evaluation_id}: [bold]{evaluation.status}[/]"
+        + (f" — {evaluation.status_reason}" if evaluation.status_reason else "")
+    )
+    for clause, row in (evaluation.clauses or {}).items():
+        console.print(
+            f"  {clause}: {row.passed}/{row.total} passed"
+            f" ({row.failed} fail, {row.not_observed} not observed)"
+        )
+    ratio = evaluation.timing.ratio if evaluation.timing is not None else None
+    if ratio:
+        fb = ratio.get("first_backup_wall")
+        console.print(
+            f"  timing (untraced, median wall, first backup): candidate/baseline = "
+            f"{'N/A' if fb is None else f'{fb:.2f}×'}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,6 +3,9 @@
 Every error a user can hit is a :class:`LabError` whose message is one sentence naming the
 file, key, tool or member at fault and what to do. ``python -m lab`` catches ``LabError`` in
 exactly one place (``lab._cli.main``) and turns it into that sentence and an exit code.
+The two subclasses that carry a record live beside it: ``lab.host.procs.CommandFailed``
+(the finished command) and ``lab.evidence.checks.VerificationError`` (every check of a
+rejected archive, which ``lab verify`` prints before the sentence).
 
     >>> from lab.errors import ScenarioError
     >>> raise ScenarioError("scenarios/x.yaml: key 'client.behavior' is missing; add it.")

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from lab.evaluate.model import Evaluation
+
 SCHEMA_VERSION = 1
 
 Outcome = Literal["pass", "fail", "not-observed", "not-exercised"]
@@ -590,7 +592,7 @@ class RunResult:
     #: clause-level and timing aggregates over repetitions (``lab.judge.aggregate``)
     aggregate: list[dict[str, Any]] = field(default_factory=list)
     #: set by candidate evaluation (``lab.evaluate.judge``)
-    evaluation: dict[str, Any] | None = None
+    evaluation: Evaluation | None = None
     #: signing identity, filled when the archive is written
     signing: dict[str, Any] = field(default_factory=dict)
 
@@ -622,6 +624,6 @@ class RunResult:
             "observers": {k: v.to_dict() for k, v in sorted(self.observers.items())},
             "scenarios": [s.to_dict() for s in self.scenarios],
             "aggregate": self.aggregate,
-            "evaluation": self.evaluation,
+            "evaluation": None if self.evaluation is None else self.evaluation.to_dict(),
             "signing": self.signing,
         }

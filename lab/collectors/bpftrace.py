@@ -37,6 +37,7 @@ from typing import Any, ClassVar
 from lab.collectors.base import CollectorOutput, PassContext, SessionCollector
 from lab.errors import CollectorError
 from lab.host import procs
+from lab.host.capabilities import CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, effective_mask
 from lab.model import ObserverStatus
 
 PROBES_DIR = Path(__file__).resolve().parents[2] / "probes"
@@ -83,10 +84,6 @@ URING_NETWORK_OPS = frozenset(
 BTF = Path("/sys/kernel/btf/vmlinux")
 TRACEFS_CANDIDATES = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
 UPROBE_PMU = Path("/sys/bus/event_source/devices/uprobe")
-# Linux capability bits (include/uapi/linux/capability.h)
-CAP_SYS_ADMIN = 21
-CAP_PERFMON = 38
-CAP_BPF = 39
 
 _UPROBE_LINE = re.compile(rf"^uprobe:{PLACEHOLDER}:(?P<name>\w+)")
 _RENDERED_UPROBE = re.compile(r"^uprobe:[^:\s]+:(?P<name>\w+)", re.MULTILINE)
@@ -600,13 +597,7 @@ def _symbols(binary: str, keep: Path, log: procs.CommandLog | None) -> set[str]:
 
 
 def _capabilities() -> int:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("CapEff:"):
-                return int(line.split()[1], 16)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
+    return effective_mask()
 
 
 def _tracefs() -> Path | None:

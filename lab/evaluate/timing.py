@@ -1,9 +1,9 @@
 """Untraced timing runs: clients alternated on the same fixture, reported as medians and a
 ratio. Timing is measured with no tracer attached; traced runs are for diagnosis only.
 
-    timings = alternate({"baseline": base, "candidate": cand}, rounds=20, size=524_288,
-                        workdir=tmp, log=log)
-    timings["ratio"]["first_backup_wall"]   # candidate median / baseline median
+    timing = alternate({"baseline": base, "candidate": cand}, rounds=20, size=524_288,
+                       workdir=tmp, log=log)
+    timing.ratio["first_backup_wall"]       # candidate median / baseline median (stored)
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from lab.evaluate.model import ClientTiming, Spread, Timing
 from lab.host import procs
 from lab.judge.aggregate import spread
 from lab.run import fixture
@@ -57,7 +58,7 @@ def alternate(
     log: procs.CommandLog | None = None,
     timeout: float = 60.0,
     seed: str = "timing",
-) -> dict[str, Any]:
+) -> Timing:
     """Run every client ``rounds`` times, in alternation (A B A B …), so that drift in the
     machine's load affects them alike. Returns per-client spreads and, when both a
     ``baseline`` and a ``candidate`` are present, candidate/baseline ratios of the medians."""
@@ -71,25 +72,33 @@ def alternate(
                 rows[name].append(_one_round(path, source, workdir, log, timeout))
     finally:
         source.unlink(missing_ok=True)
-    result: dict[str, Any] = {
-        "rounds": rounds,
-        "size": size,
-        "method": "untraced; clients alternated; each round = first backup into an empty "
-        "receiver + unchanged second invocation; wall = spawn to reap, cpu = user+sys rusage",
-        "clients": {},
-    }
+    spreads: dict[str, ClientTiming] = {}
     for name, runs in rows.items():
-        result["clients"][name] = {
-            metric: spread([r[metric] for r in runs]) for metric in METRICS
-        } | {"nonzero_exits": sum(1 for r in runs for k in r if k.endswith("_exit") and r[k])}
+        spreads[name] = ClientTiming(
+            spreads={metric: _spread([r[metric] for r in runs]) for metric in METRICS},
+            nonzero_exits=sum(1 for r in runs for k in r if k.endswith("_exit") and r[k]),
+        )
+    ratio: dict[str, float | None] | None = None
     if "baseline" in rows and "candidate" in rows:
-        ratio: dict[str, float | None] = {}
+        ratio = {}
         for metric in METRICS:
-            base = result["clients"]["baseline"][metric]
-            cand = result["clients"]["candidate"][metric]
-            if base is None or cand is None or base["median"] <= 0:
+            base = spreads["baseline"].spreads[metric]
+            cand = spreads["candidate"].spreads[metric]
+            if base is None or cand is None or base.median <= 0:
                 ratio[metric] = None  # undefined, shown as N/A
             else:
-                ratio[metric] = round(cand["median"] / base["median"], 4)
-        result["ratio"] = ratio
-    return result
+                ratio[metric] = round(cand.median / base.median, 4)
+    return Timing(
+        rounds=rounds,
+        size=size,
+        method="untraced; clients alternated; each round = first backup into an empty "
+        "receiver + unchanged second invocation; wall = spawn to reap, cpu = user+sys rusage",
+        clients=spreads,
+        ratio=ratio,
+    )
+
+
+def _spread(values: list[float | None]) -> Spread | None:
+    """The aggregates' median/min/max (``lab.judge.aggregate.spread``), typed."""
+    stats = spread(values)
+    return None if stats is None else Spread.from_dict(stats)

@@ -22,53 +22,16 @@ from pathlib import Path
 from typing import Any
 
 from lab.errors import ToolMissingError
+from lab.host.capabilities import (
+    CAPABILITY_NAMES,
+    capability_mask,
+    decode_capabilities,
+)
+from lab.host.capabilities import (
+    effective_capabilities as effective_capabilities,  # lab.collectors.perf reads it here
+)
 from lab.host.procs import CommandFailed, run, which
 from lab.model import ObserverStatus
-
-#: Linux capability numbers, from include/uapi/linux/capability.h (0 … CAP_LAST_CAP = 40)
-CAPABILITY_NAMES: tuple[str, ...] = (
-    "CAP_CHOWN",
-    "CAP_DAC_OVERRIDE",
-    "CAP_DAC_READ_SEARCH",
-    "CAP_FOWNER",
-    "CAP_FSETID",
-    "CAP_KILL",
-    "CAP_SETGID",
-    "CAP_SETUID",
-    "CAP_SETPCAP",
-    "CAP_LINUX_IMMUTABLE",
-    "CAP_NET_BIND_SERVICE",
-    "CAP_NET_BROADCAST",
-    "CAP_NET_ADMIN",
-    "CAP_NET_RAW",
-    "CAP_IPC_LOCK",
-    "CAP_IPC_OWNER",
-    "CAP_SYS_MODULE",
-    "CAP_SYS_RAWIO",
-    "CAP_SYS_CHROOT",
-    "CAP_SYS_PTRACE",
-    "CAP_SYS_PACCT",
-    "CAP_SYS_ADMIN",
-    "CAP_SYS_BOOT",
-    "CAP_SYS_NICE",
-    "CAP_SYS_RESOURCE",
-    "CAP_SYS_TIME",
-    "CAP_SYS_TTY_CONFIG",
-    "CAP_MKNOD",
-    "CAP_LEASE",
-    "CAP_AUDIT_WRITE",
-    "CAP_AUDIT_CONTROL",
-    "CAP_SETFCAP",
-    "CAP_MAC_OVERRIDE",
-    "CAP_MAC_ADMIN",
-    "CAP_SYSLOG",
-    "CAP_WAKE_ALARM",
-    "CAP_BLOCK_SUSPEND",
-    "CAP_AUDIT_READ",
-    "CAP_PERFMON",
-    "CAP_BPF",
-    "CAP_CHECKPOINT_RESTORE",
-)
 
 COLLECTORS: tuple[str, ...] = ("strace", "bpftrace", "perf", "packets")
 #: module and class of each collector; imported lazily so that one broken module does not
@@ -112,34 +75,6 @@ class Doctor:
 
 # ---------------------------------------------------------------------------------------
 # Facts (pure parsers first, so they can be tested on captured text)
-
-
-def decode_capabilities(mask_hex: str) -> list[str]:
-    """``CapEff`` hex mask -> capability names; unknown bits as ``CAP_<n>``."""
-    mask = int(mask_hex, 16)
-    names: list[str] = []
-    bit = 0
-    while mask >> bit:
-        if mask >> bit & 1:
-            names.append(CAPABILITY_NAMES[bit] if bit < len(CAPABILITY_NAMES) else f"CAP_{bit}")
-        bit += 1
-    return names
-
-
-def capability_mask(status_text: str, field_name: str = "CapEff") -> str | None:
-    for line in status_text.splitlines():
-        key, _, value = line.partition(":")
-        if key == field_name:
-            return value.strip()
-    return None
-
-
-def effective_capabilities(status_path: Path = Path("/proc/self/status")) -> list[str]:
-    try:
-        mask = capability_mask(status_path.read_text())
-    except OSError:
-        return []
-    return decode_capabilities(mask) if mask else []
 
 
 def mounted_filesystems(mounts_text: str) -> dict[str, str]:

@@ -33,35 +33,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from lab.errors import LabError, ToolMissingError
-
-#: Debian package that provides each external tool, for "not installed" messages.
-TOOL_PACKAGES: dict[str, str] = {
-    "strace": "strace",
-    "bpftrace": "bpftrace",
-    "perf": "linux-perf",
-    "tcpdump": "tcpdump",
-    "docker": "docker.io",
-    "dockerd": "docker.io",
-    "debootstrap": "debootstrap",
-    "signify-openbsd": "signify-openbsd",
-    "minisign": "minisign",
-    "pdftoppm": "poppler-utils",
-    "make": "make",
-    "nm": "binutils",
-    "cc": "gcc",
-    "gcc": "gcc",
-    "openssl": "openssl",
-    "patch": "patch",
-    "git": "git",
-    "bwrap": "bubblewrap",
-    "setpriv": "util-linux",
-    "capsh": "libcap2-bin",
-    "nsenter": "util-linux",
-    "prlimit": "util-linux",
-    "unshare": "util-linux",
-    "ip": "iproute2",
-    "useradd": "passwd",
-}
+from lab.host.tools import TOOL_PACKAGES
 
 #: bound on how much of a failing command's stderr goes into an error message
 STDERR_EXCERPT = 400

@@ -12,6 +12,11 @@ drawing code, e.g. :func:`lab.reports.charts.tracing_overhead`).
 
 The renderers are imported from their own modules so that code which only needs
 :class:`ArchivedFile` (the archive writer) does not import reportlab.
+
+Both reports draw the same rows, built by the modules named for what they describe:
+``table`` (:class:`~lab.reports.table.Table` and the ``fmt*`` cells), ``run``, ``scenario``,
+``observers``, ``repetitions``, ``evaluation`` and ``files``. The views are ``markdown``,
+``pdf`` (with ``pdf_blocks`` and ``charts``) and ``console``.
 """
 
 from __future__ import annotations

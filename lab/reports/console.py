@@ -1,6 +1,11 @@
-"""Console presenter: the verdict table and the calibration matrix, drawn with rich.
+"""Console presenter: the verdict table and the calibration matrix of a run, and the
+verification table of an archive, drawn with rich.
 
-It draws ``RunResult``; it computes nothing the model lacks.
+    print_summary(run, console)               # python -m lab run
+    print_verification(report, console)       # python -m lab verify: every check, warnings
+    console.print(selftest_table(cases, "r1.tar.gz"))
+
+It draws ``RunResult``, ``VerifyReport`` and self-test cases; it computes nothing they lack.
 """
 
 from __future__ import annotations
@@ -8,6 +13,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from lab.evidence.checks import VerifyReport
+from lab.evidence.selftest import SelftestCase
 from lab.model import CLAUSES, OBSERVERS, RunResult, Verdict
 
 _STYLE = {"pass": "green", "fail": "red", "not-observed": "yellow", "not-exercised": "cyan"}
@@ -138,3 +145,46 @@ def print_summary(run: RunResult, console: Console) -> None:
         "The exit status says whether the instrument's observations matched the scenarios' "
         "expectations; it does [bold]not[/] say that every backup was correct."
     )
+
+
+def verification_table(report: VerifyReport) -> Table:
+    """Every check of one archive: what was expected and what was found."""
+    table = Table(title=f"Verification of {report.archive}", title_justify="left")
+    for column in ("check", "status", "expected", "found"):
+        table.add_column(column, overflow="fold")
+    for check in report.checks:
+        colour = "green" if check.passed else "red"
+        table.add_row(check.name, f"[{colour}]{check.status}[/]", check.expected, check.found)
+    return table
+
+
+def print_verification(report: VerifyReport, console: Console) -> None:
+    """The whole expected/found table, the warnings, and (when it passed) the verdict line."""
+    console.print(verification_table(report))
+    for warning in report.warnings:
+        console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
+    if not report.ok:
+        return
+    verdict = (
+        "authenticity established for that key"
+        if report.authenticity_established
+        else "integrity verified; authenticity not established"
+    )
+    console.print(
+        f"[green]OK[/]: {report.archive}, run {report.run_id}, key {report.key_id} "
+        f"({report.key_source}): {verdict}.",
+        soft_wrap=True,
+    )
+
+
+def selftest_table(cases: list[SelftestCase], archive: str) -> Table:
+    """Each tampered copy and whether verification caught it."""
+    table = Table(title=f"Self-test on copies of {archive}", title_justify="left")
+    for column in ("case", "tampering", "expected", "outcome", "reason"):
+        table.add_column(column, overflow="fold")
+    for case in cases:
+        colour = "green" if case.ok else "red"
+        table.add_row(
+            case.name, case.tampering, case.expected, f"[{colour}]{case.outcome}[/]", case.reason
+        )
+    return table

@@ -3,16 +3,70 @@
     from lab.reports.markdown import render_markdown
     (run_dir / "report.md").write_text(render_markdown(run, files=files), encoding="utf-8")
 
-The same content as the PDF (``lab.reports.pdf``), drawn from the same rows
-(``lab.reports.text``); where the PDF has a chart, this report has the chart's figures as a
-table.
+The same content as the PDF (``lab.reports.pdf``), drawn from the same rows (``run``,
+``scenario``, ``observers``, ``repetitions``, ``evaluation``, ``files`` beside it); where the
+PDF has a chart, this report has the chart's figures as a table.
 """
 
 from __future__ import annotations
 
+from lab.evaluate.model import Evaluation
 from lab.model import CLAUSE_TITLES, CLAUSES, RunResult, ScenarioResult
-from lab.reports import ArchivedFile, charts, text
-from lab.reports.text import Table
+from lab.reports import ArchivedFile, charts
+from lab.reports.evaluation import (
+    EVALUATION_EXIT_STATEMENT,
+    evaluation_clause_table,
+    evaluation_diagnostics_table,
+    evaluation_frozen_files,
+    evaluation_headline,
+    evaluation_identity,
+    evaluation_other_rows,
+    evaluation_refusal,
+    evaluation_timing_table,
+)
+from lab.reports.files import files_table
+from lab.reports.observers import (
+    flows_table,
+    observed_any,
+    observer_names,
+    observer_summary_table,
+    probe_maps,
+    top_symbols_table,
+    unobserved_table,
+)
+from lab.reports.repetitions import (
+    SINGLE_RUN_STATEMENT,
+    aggregate_table,
+    has_repetitions,
+    repeated_names,
+    repetition_table,
+)
+from lab.reports.run import (
+    EXIT_STATUS_STATEMENT,
+    GENERAL_LIMITS,
+    OBSERVER_LIMITS,
+    calibration_statement,
+    collectors_unavailable,
+    collectors_used,
+    identity_rows,
+    matrix_cell,
+    observer_table,
+    run_status_statement,
+    scenario_label,
+    signing_statement,
+)
+from lab.reports.scenario import (
+    client_table,
+    decoy_table,
+    findings_table,
+    overhead_table,
+    pass_table,
+    receiver_table,
+    records_note,
+    verdict_table,
+    verifier_table,
+)
+from lab.reports.table import NOT_OBSERVED, Table, fmt_seconds
 
 
 def render_markdown(run: RunResult, *, files: list[ArchivedFile] | None) -> str:
@@ -23,12 +77,12 @@ def render_markdown(run: RunResult, *, files: list[ArchivedFile] | None) -> str:
     out += _figures(run)
     out += _repetitions(run)
     if run.evaluation is not None:
-        out += _evaluation(run)
+        out += _evaluation(run.evaluation)
     for scenario in run.scenarios:
         out += _scenario(run, scenario)
     out += _limits()
     out += ["## Archived files", ""]
-    out += _table(text.files_table(files), code_columns={2})
+    out += _table(files_table(files), code_columns={2})
     return "\n".join(out).rstrip("\n") + "\n"
 
 
@@ -82,21 +136,21 @@ def _pairs(rows: list[tuple[str, str]], header: tuple[str, str] = ("", "")) -> l
 def _heading(run: RunResult) -> list[str]:
     cal = run.calibration
     lines = [f"# Execution Evidence Lab report: run {run.run_id}", ""]
-    headline = text.evaluation_headline(run.evaluation)
+    headline = evaluation_headline(run.evaluation)
     if headline is not None:
-        lines += [f"**{headline}**", "", f"> {text.EVALUATION_EXIT_STATEMENT}", ""]
+        lines += [f"**{headline}**", "", f"> {EVALUATION_EXIT_STATEMENT}", ""]
     lines += [
-        f"**Calibration: {text.calibration_statement(cal)}.**",
+        f"**Calibration: {calibration_statement(cal)}.**",
         "",
-        text.run_status_statement(run),
+        run_status_statement(run),
         "",
-        f"> **{text.EXIT_STATUS_STATEMENT}**",
+        f"> **{EXIT_STATUS_STATEMENT}**",
         "",
         "## Identity of the run",
         "",
     ]
-    lines += _pairs(text.identity_rows(run), ("item", "value"))
-    statement = text.signing_statement(run.signing)
+    lines += _pairs(identity_rows(run), ("item", "value"))
+    statement = signing_statement(run.signing)
     if statement:
         lines += [f"**{statement}**", ""]
     return lines
@@ -119,23 +173,23 @@ def _matrix(run: RunResult) -> list[str]:
     for s in run.scenarios:
         cells = []
         for c in CLAUSES:
-            cell = text.matrix_cell(s.verdicts.get(c))
+            cell = matrix_cell(s.verdicts.get(c))
             cells.append(_cell(cell.replace("MISMATCH", "**MISMATCH**")))
         cal = s.calibration
         lines.append(
-            f"| [{text.scenario_label(s, run)}](#{_anchor(run, s)}) | "
+            f"| [{scenario_label(s, run)}](#{_anchor(run, s)}) | "
             + " | ".join(cells)
             + f" | {cal.met}/{cal.total} met, {cal.not_met} not met, "
             f"{cal.not_observed} not observed |"
         )
     lines += ["", "Clauses:", ""]
     lines += [f"- **{c}** {CLAUSE_TITLES[c]}" for c in CLAUSES]
-    lines += ["", f"**Calibration score: {text.calibration_statement(run.calibration)}.**", ""]
+    lines += ["", f"**Calibration score: {calibration_statement(run.calibration)}.**", ""]
     return lines
 
 
 def _anchor(run: RunResult, s: ScenarioResult) -> str:
-    label = f"scenario {text.scenario_label(s, run)}".lower()
+    label = f"scenario {scenario_label(s, run)}".lower()
     return "".join(ch if ch.isalnum() or ch == "-" else ("-" if ch == " " else "") for ch in label)
 
 
@@ -143,18 +197,18 @@ def _observers(run: RunResult) -> list[str]:
     lines = [
         "## Observers",
         "",
-        f"Collectors used: {text.collectors_used(run)}.",
+        f"Collectors used: {collectors_used(run)}.",
         "",
-        f"Unavailable: {text.collectors_unavailable(run)}.",
+        f"Unavailable: {collectors_unavailable(run)}.",
         "",
     ]
-    return lines + _table(text.observer_table(run))
+    return lines + _table(observer_table(run))
 
 
 def _chart_table(chart: charts.BarChart) -> list[str]:
     header = ["scenario" if chart.categories else "", *(s.name for s in chart.series)]
     rows = [
-        [cat, *(text.NOT_OBSERVED if v is None else charts.value_text(v, chart.unit) for v in vals)]
+        [cat, *(NOT_OBSERVED if v is None else charts.value_text(v, chart.unit) for v in vals)]
         for cat, vals in zip(chart.categories, chart.values, strict=True)
     ]
     lines = [f"### {chart.title}", ""]
@@ -191,33 +245,32 @@ def _figures(run: RunResult) -> list[str]:
 
 def _repetitions(run: RunResult) -> list[str]:
     lines = ["## Repetitions", ""]
-    if not text.has_repetitions(run):
-        return [*lines, text.SINGLE_RUN_STATEMENT, ""]
+    if not has_repetitions(run):
+        return [*lines, SINGLE_RUN_STATEMENT, ""]
     if run.aggregate:
-        lines += _table(text.aggregate_table(run))
-    for name in text.repeated_names(run):
+        lines += _table(aggregate_table(run))
+    for name in repeated_names(run):
         lines += [f"### Per repetition: {name}", ""]
-        lines += _table(text.repetition_table(run, name))
+        lines += _table(repetition_table(run, name))
     return lines
 
 
-def _evaluation(run: RunResult) -> list[str]:
-    evaluation = run.evaluation or {}
+def _evaluation(evaluation: Evaluation) -> list[str]:
     lines = ["## Candidate evaluation", ""]
-    refusal = text.evaluation_refusal(evaluation)
+    refusal = evaluation_refusal(evaluation)
     if refusal:
         lines += [f"**{_escape(refusal)}**", ""]
-    lines += _pairs(text.evaluation_identity(evaluation), ("item", "value"))
+    lines += _pairs(evaluation_identity(evaluation), ("item", "value"))
     for title, table in (
-        ("Clauses over the evaluation's repetitions", text.evaluation_clause_table(evaluation)),
-        ("Timing (untraced)", text.evaluation_timing_table(evaluation)),
-        ("Diagnostics (traced, no threshold)", text.evaluation_diagnostics_table(evaluation)),
-        ("What was frozen before the candidate ran", text.evaluation_frozen_files(evaluation)),
+        ("Clauses over the evaluation's repetitions", evaluation_clause_table(evaluation)),
+        ("Timing (untraced)", evaluation_timing_table(evaluation)),
+        ("Diagnostics (traced, no threshold)", evaluation_diagnostics_table(evaluation)),
+        ("What was frozen before the candidate ran", evaluation_frozen_files(evaluation)),
     ):
         if table is not None:
             lines += [f"### {title}", ""]
             lines += _table(table, code_columns={1})
-    other = text.evaluation_other_rows(evaluation)
+    other = evaluation_other_rows(evaluation)
     if other:
         lines += ["Other recorded fields:", ""]
         lines += _pairs(other, ("field", "value"))
@@ -225,32 +278,32 @@ def _evaluation(run: RunResult) -> list[str]:
 
 
 def _scenario(run: RunResult, s: ScenarioResult) -> list[str]:
-    label = text.scenario_label(s, run)
+    label = scenario_label(s, run)
     lines = [
         f"## Scenario {label}",
         "",
         f"{_escape(s.description)}",
         "",
         f"Scenario file `{s.scenario_file}`, repetition {s.repetition}, lab wall time "
-        f"{text.fmt_seconds(s.wall_s)}. Calibration: {text.calibration_statement(s.calibration)}.",
+        f"{fmt_seconds(s.wall_s)}. Calibration: {calibration_statement(s.calibration)}.",
         "",
     ]
     if s.error:
         lines += [f"**The scenario did not complete: {_escape(s.error)}**", ""]
     lines += ["### Verdicts", ""]
-    lines += _table(text.verdict_table(s))
-    lines += ["### What the client claimed", "", text.records_note(s), ""]
-    lines += _table(text.client_table(s))
+    lines += _table(verdict_table(s))
+    lines += ["### What the client claimed", "", records_note(s), ""]
+    lines += _table(client_table(s))
     lines += ["### What the observers saw", ""]
-    lines += _table(text.receiver_table(s))
-    lines += _table(text.decoy_table(s))
-    lines += _table(text.verifier_table(s), code_columns={1, 2, 3})
-    for name in text.observer_names(s):
-        if name == "verifier" or not text.observed_any(s, name):
+    lines += _table(receiver_table(s))
+    lines += _table(decoy_table(s))
+    lines += _table(verifier_table(s), code_columns={1, 2, 3})
+    for name in observer_names(s):
+        if name == "verifier" or not observed_any(s, name):
             continue
-        lines += _table(text.observer_summary_table(s, name))
+        lines += _table(observer_summary_table(s, name))
         if name == "bpftrace":
-            for index, block in text.probe_maps(s):
+            for index, block in probe_maps(s):
                 lines += [
                     f"bpftrace final map values, invocation {index} (verbatim):",
                     "",
@@ -260,32 +313,32 @@ def _scenario(run: RunResult, s: ScenarioResult) -> list[str]:
                     "",
                 ]
         if name == "perf":
-            symbols = text.top_symbols_table(s)
+            symbols = top_symbols_table(s)
             if symbols is not None:
                 lines += ["CPU samples by symbol:", ""]
                 lines += _table(symbols)
         if name == "packets":
-            flows = text.flows_table(s)
+            flows = flows_table(s)
             if flows is not None:
                 lines += ["Packet flows:", ""]
                 lines += _table(flows)
-    unobserved = text.unobserved_table(s)
+    unobserved = unobserved_table(s)
     if unobserved is not None:
         lines += ["Observers that did not observe this scenario:", ""]
         lines += _table(unobserved)
     lines += ["### Passes", ""]
-    lines += _table(text.pass_table(s))
-    overhead = text.overhead_table(s)
+    lines += _table(pass_table(s))
+    overhead = overhead_table(s)
     if overhead is not None:
         lines += _table(overhead)
     lines += ["### Calibration findings", ""]
-    lines += _table(text.findings_table(s))
+    lines += _table(findings_table(s))
     return lines
 
 
 def _limits() -> list[str]:
     lines = ["## What this evidence cannot show", ""]
-    lines += [f"- **{name}**: {why}" for name, why in text.OBSERVER_LIMITS.items()]
-    lines += [f"- {why}" for why in text.GENERAL_LIMITS]
-    lines += ["", f"**{text.EXIT_STATUS_STATEMENT}**", ""]
+    lines += [f"- **{name}**: {why}" for name, why in OBSERVER_LIMITS.items()]
+    lines += [f"- {why}" for why in GENERAL_LIMITS]
+    lines += ["", f"**{EXIT_STATUS_STATEMENT}**", ""]
     return lines

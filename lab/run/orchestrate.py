@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from lab import __version__
-from lab.errors import ClientError, CollectorError, Interrupted, LabError, UsageError
+from lab.errors import CollectorError, Interrupted, LabError, UsageError
 from lab.host import identity
 from lab.host.clock import epoch_to_rfc3339, now_rfc3339
 from lab.judge import aggregate, calibration, contract

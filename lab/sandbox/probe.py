@@ -20,6 +20,7 @@ from typing import Any
 
 from lab.errors import LabError, SandboxError
 from lab.host import procs
+from lab.host.tools import package_for
 from lab.model import ObserverStatus
 
 #: every tool of the jail, and what it is for
@@ -47,7 +48,7 @@ def probe() -> ObserverStatus:
     detail: dict[str, Any] = {"capabilities": checks}
     missing = [tool for tool in TOOLS if procs.which(tool) is None]
     for tool, what in TOOLS.items():
-        package = procs.TOOL_PACKAGES.get(tool, tool)
+        package = package_for(tool) or tool
         _check(
             checks,
             f"tool {tool}",

@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 
-from lab.container import engine as container
+from lab.container import engine
+from lab.container import image as images
+from lab.container import run as container
 from lab.errors import ContainerError
 from lab.host import procs
 from tests.conftest import ROOT, require
@@ -32,7 +34,7 @@ def _engine() -> tuple[bool, str | None]:
     if shutil.which("docker") is None:
         return False, "docker is not installed"
     try:
-        container.engine(container.Context.for_repo(ROOT))
+        engine.engine(engine.Context.for_repo(ROOT))
     except ContainerError as error:
         return False, str(error)
     return True, None
@@ -42,20 +44,20 @@ def _engine() -> tuple[bool, str | None]:
 def identity() -> Iterator[dict[str, Any]]:
     available, reason = _engine()
     require("docker", available, reason)
-    repo = container.Context.for_repo(ROOT)
-    quiet = container.Context(
+    repo = engine.Context.for_repo(ROOT)
+    quiet = engine.Context(
         root=repo.root, artifacts=repo.artifacts, log=repo.log, echo=lambda _: None
     )
-    yield container.ensure_image(quiet)
+    yield images.ensure_image(quiet)
 
 
 @pytest.fixture
-def ctx(tmp_path: Path, identity: dict[str, Any]) -> container.Context:
+def ctx(tmp_path: Path, identity: dict[str, Any]) -> engine.Context:
     """A context whose artifacts directory is a fresh temporary one."""
     arts = tmp_path / "artifacts"
     arts.mkdir()
     (arts / ".image.json").write_text(json.dumps(identity))
-    return container.Context(
+    return engine.Context(
         root=ROOT,
         artifacts=arts,
         log=procs.CommandLog(arts / "commands.jsonl"),
@@ -64,15 +66,15 @@ def ctx(tmp_path: Path, identity: dict[str, Any]) -> container.Context:
 
 
 def _run(
-    ctx: container.Context,
+    ctx: engine.Context,
     command: list[str],
     *,
     options: container.RunOptions | None = None,
     drop: tuple[str, ...] = (),
 ) -> tuple[int | None, str]:
     options = options or container.RunOptions(artifacts=ctx.artifacts)
-    options, _ = container.probe_container(ctx, container.IMAGE, options)
-    argv = container.run_argv(container.IMAGE, command, options)
+    options, _ = container.probe_container(ctx, images.IMAGE, options)
+    argv = container.run_argv(images.IMAGE, command, options)
     for flag in drop:
         at = argv.index(flag)
         del argv[at : at + 2]
@@ -84,8 +86,8 @@ def _run(
     return done.exit_status, text
 
 
-def test_manifest_records_the_lock_and_the_client(ctx: container.Context) -> None:
-    manifest = container.image_manifest(ctx, container.IMAGE)
+def test_manifest_records_the_lock_and_the_client(ctx: engine.Context) -> None:
+    manifest = images.image_manifest(ctx, images.IMAGE)
     lock = (ROOT / "docker" / "apt-packages.lock").read_text().splitlines()
     pins = [line for line in lock if line and not line.startswith("#")]
     assert manifest["packages"].splitlines() == pins
@@ -94,9 +96,9 @@ def test_manifest_records_the_lock_and_the_client(ctx: container.Context) -> Non
     assert text.split()[0] == manifest["client_sha256"]
 
 
-def test_the_container_holds_what_the_collectors_need(ctx: container.Context) -> None:
+def test_the_container_holds_what_the_collectors_need(ctx: engine.Context) -> None:
     options, held = container.probe_container(
-        ctx, container.IMAGE, container.RunOptions(artifacts=ctx.artifacts)
+        ctx, images.IMAGE, container.RunOptions(artifacts=ctx.artifacts)
     )
     for cap in ("SYS_ADMIN", "NET_RAW", "SETUID", "SETGID", "KILL"):
         assert cap in held["capabilities"]
@@ -114,13 +116,13 @@ def test_the_container_holds_what_the_collectors_need(ctx: container.Context) ->
     ],
     ids=["bpftrace", "perf", "strace", "tcpdump"],
 )
-def test_observers_run_inside(ctx: container.Context, command: list[str], expect: str) -> None:
+def test_observers_run_inside(ctx: engine.Context, command: list[str], expect: str) -> None:
     status, text = _run(ctx, command)
     assert status == 0, text
     assert expect in text
 
 
-def test_loopback_capture_inside(ctx: container.Context) -> None:
+def test_loopback_capture_inside(ctx: engine.Context) -> None:
     script = (
         "tcpdump -i lo -n -c 2 -w /tmp/c.pcap tcp port 9 2>/tmp/err & sleep 1; "
         "/lab/native/backup-client --source /etc/hostname --receiver 127.0.0.1:9 >/dev/null; "
@@ -131,7 +133,7 @@ def test_loopback_capture_inside(ctx: container.Context) -> None:
     assert "2 packets captured" in text
 
 
-def test_bpftrace_counts_only_with_host_pids(ctx: container.Context) -> None:
+def test_bpftrace_counts_only_with_host_pids(ctx: engine.Context) -> None:
     status, text = _run(ctx, ["bpftrace", "-e", UPROBE, "-c", CLIENT])
     assert status == 0, text
     assert "@hash: 1" in text and "@connects: 1" in text
@@ -141,7 +143,7 @@ def test_bpftrace_counts_only_with_host_pids(ctx: container.Context) -> None:
     assert "@hash: 1" not in text
 
 
-def test_a_stale_lock_fails_with_one_sentence(ctx: container.Context) -> None:
+def test_a_stale_lock_fails_with_one_sentence(ctx: engine.Context) -> None:
     lock = ctx.artifacts / "stale.lock"
     lock.write_text("# stale\nmake=4.3-4.1\ngcc-12=0.0-not-served\n")
     # As in `docker build`: the engine's default privileges, the Debian archive reachable.
@@ -155,7 +157,7 @@ def test_a_stale_lock_fails_with_one_sentence(ctx: container.Context) -> None:
         f"{lock}:/tmp/l:ro",
         "--entrypoint",
         "sh",
-        container.IMAGE,
+        images.IMAGE,
         "/opt/lab/docker/apt-install.sh",
         "/tmp/l",
     ]
@@ -169,13 +171,13 @@ def test_a_stale_lock_fails_with_one_sentence(ctx: container.Context) -> None:
 
 
 def test_artifacts_go_back_to_their_owner(
-    ctx: container.Context, identity: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    ctx: engine.Context, identity: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     require("root", os.geteuid() == 0, "handing files to another user needs root")
     monkeypatch.setenv("SUDO_UID", "4321")
     monkeypatch.setenv("SUDO_GID", "4321")
     options = container.RunOptions(artifacts=ctx.artifacts)
-    options, _ = container.probe_container(ctx, container.IMAGE, options)
+    options, _ = container.probe_container(ctx, images.IMAGE, options)
     done = container.run_in_container(
         ctx, identity, ["sh", "-c", "mkdir /lab/artifacts/d && touch /lab/artifacts/d/f"], options
     )
@@ -184,7 +186,7 @@ def test_artifacts_go_back_to_their_owner(
     assert (ctx.artifacts / "d").stat().st_gid == 4321
 
 
-def test_lab_run_in_container_counts_hash_storm(ctx: container.Context) -> None:
+def test_lab_run_in_container_counts_hash_storm(ctx: engine.Context) -> None:
     """The whole path of ``invoke lab.run``: probe, run, provenance, non-zero eBPF counters."""
     container.run_lab(
         ctx,

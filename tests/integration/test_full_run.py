@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from lab.evidence.verify import verify_archive
+from lab.evidence.verify import inspect_archive
 from lab.host.doctor import check
 from lab.model import CLAUSES, PROCESS_COLLECTORS, RunResult
 from lab.run.orchestrate import RunOutcome, RunRequest, execute
@@ -91,7 +91,7 @@ def test_archive_verifies_with_our_tool_and_standard_tools(
 ) -> None:
     info = outcome.archive
     assert info is not None and info.path.exists()
-    report = verify_archive(info.path, None)
+    report = inspect_archive(info.path)
     assert report.ok and not report.authenticity_established  # ephemeral key: said plainly
     with tarfile.open(info.path) as tar:
         tar.extractall(tmp_path, filter="data")
@@ -125,4 +125,4 @@ def test_archive_verifies_with_our_tool_and_standard_tools(
     blob[len(blob) // 2] ^= 0x01
     tampered = tmp_path / "tampered.tar.gz"
     tampered.write_bytes(bytes(blob))
-    assert not verify_archive(tampered, None).ok
+    assert not inspect_archive(tampered).ok

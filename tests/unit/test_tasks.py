@@ -12,10 +12,13 @@ from typing import Any
 
 import pytest
 from invoke.context import MockContext
+from invoke.exceptions import Exit
+from invoke.program import Program
 from invoke.runners import Result
 
-from lab.container import engine as container
-from lab.errors import ContainerError
+from lab.container import engine
+from lab.container import run as container
+from lab.errors import ContainerError, UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,7 +36,7 @@ def tasks() -> ModuleType:
 def calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     seen: list[dict[str, Any]] = []
 
-    def fake_run_lab(ctx: container.Context, args: Sequence[str], **kw: Any) -> Any:
+    def fake_run_lab(ctx: engine.Context, args: Sequence[str], **kw: Any) -> Any:
         seen.append({"args": list(args), **kw})
         return SimpleNamespace(exit_status=0)
 
@@ -140,15 +143,16 @@ def test_evaluate_runs_the_cli_which_delegates_to_the_image(
 def test_evaluate_in_image_mounts_the_candidate_read_only(
     calls: list[dict[str, Any]], tmp_path: Path
 ) -> None:
-    from lab._cli import build_parser
-    from lab.evaluate import judge as evaluate
+    from lab._cli import build_parser, evaluation_request
+    from lab.evaluate import judge
 
     patch = tmp_path / "fix.patch"
     patch.write_text("--- a\n+++ b\n")
     args = build_parser().parse_args(
         ["evaluate", "--patch", str(patch), "--repetitions", "5", "--out", str(tmp_path / "a")]
     )
-    assert evaluate._in_image(args) == 0
+    outcome = judge.execute(evaluation_request(args), say=print)
+    assert outcome.exit_status == 0 and outcome.evaluation is None  # the image's archive has it
     call = calls[0]
     assert call["args"][:5] == [
         "evaluate",
@@ -157,7 +161,14 @@ def test_evaluate_in_image_mounts_the_candidate_read_only(
         "--repetitions",
         "5",
     ]
-    assert call["args"][-2:] == ["--out", "/lab/artifacts"]
+    assert call["args"][5:] == [
+        "--timing-runs", "20",
+        "--collector", "all",
+        "--packets", "best-effort",
+        "--size", "524288",
+        "--timeout", "60.0",
+        "--out", "/lab/artifacts",
+    ]  # fmt: skip
     assert call["mounts"] == ((patch.resolve(), "/lab/candidate/fix.patch"),)
 
 
@@ -173,8 +184,12 @@ def test_container_exit_status_passes_through(
 def test_evaluate_needs_exactly_one_candidate(
     tasks: ModuleType, calls: list[dict[str, Any]]
 ) -> None:
-    with pytest.raises(SystemExit):
+    with pytest.raises(Exit) as stop:
         tasks.evaluate(MockContext(), patch="a", binary="b")
+    assert stop.value.code == UsageError.exit_code
+    assert stop.value.message == (
+        "error: lab.evaluate needs exactly one of --patch, --source-dir, --binary."
+    )
     assert calls == []
 
 
@@ -194,8 +209,21 @@ def test_a_lab_error_becomes_one_line_and_its_exit_status(
         )
 
     monkeypatch.setattr(container, "run_lab", refuse)
-    with pytest.raises(SystemExit) as stop:
+    with pytest.raises(Exit) as stop:
         tasks.run(MockContext())
     assert stop.value.code == ContainerError.exit_code
+    # invoke prints the message on stderr and exits with the code
+    with pytest.raises(SystemExit) as program:
+        Program(namespace=tasks.ns).run(["invoke", "lab.run"])
+    assert program.value.code == ContainerError.exit_code
     err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "apt-get install docker.io" in err
+    assert err.count("\n") == 0 and err.startswith("error: ")
+    assert "apt-get install docker.io" in err
+
+
+def test_every_task_turns_lab_errors_into_an_exit(tasks: ModuleType) -> None:
+    """One decorator, on every task; no task catches LabError itself."""
+    source = (ROOT / "tasks.py").read_text()
+    assert source.count("@task") == source.count("@lab_errors") == len(tasks.ns.task_names)
+    assert source.count("except LabError") == 1
+    assert "sys.path.insert" not in source

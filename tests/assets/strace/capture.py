@@ -5,9 +5,9 @@
     make -C native && python3 tests/assets/strace/capture.py
 
 Every fixture is the real output of a real program, traced with exactly the command line
-the collectors build (``StraceCollector.wrap``; bpftrace as ``BpftraceSession`` runs it, once per pass in the
-sandbox), against a
-loopback receiver started here (HAVE -> the chosen answer, PUT -> read the payload, OK).
+the collectors build (``StraceCollector.wrap``; bpftrace as ``BpftraceSession`` runs it,
+once per pass in the sandbox), against a loopback receiver started here (HAVE -> the
+chosen answer, PUT -> read the payload, OK).
 Paths are kept as they were on the capturing machine: the fixtures live under
 ``/tmp/lab-fixture`` (the source file's name has a space and a ``>`` so that strace's
 escaping is exercised), and ``fixtures.json`` records what each capture ran, so the golden
@@ -318,7 +318,8 @@ def capture_bpftrace(source: Path, program: Path, native: Path | None) -> dict[s
             big = WORK / "source512k.bin"
             make_source(big, 524288)
             data = big.read_bytes()
-            for name, behavior in (("native_baseline", "baseline"), ("native_hash_storm", "hash-storm")):
+            pairs = (("native_baseline", "baseline"), ("native_hash_storm", "hash-storm"))
+            for name, behavior in pairs:
                 run_pass(name, native, data, [["--behavior", behavior]] * 2)
     finally:
         sandbox.close()

@@ -21,6 +21,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from lab.evaluate.model import Evaluation
 from lab.judge.aggregate import aggregate
 from lab.model import (
     CLAUSES,
@@ -789,105 +790,109 @@ def build_repeated_run() -> RunResult:
         scenarios.append(s)
     scenarios.append(_scenario(by_name["false-success"], 1, collectors, 43_100))
     run = _run(scenarios, True, repetitions=3)
-    run.evaluation = {
-        "evaluation_id": "eval-5c1d07a9e2b4f613",
-        "lab_version": "0.1.0",
-        "status": "fail",
-        "status_reason": "clause(s) C2 did not pass in every repetition",
-        "repetitions": 5,
-        "files": {
-            "docs/client-contract.md": hashlib.sha256(b"contract").hexdigest(),
-            "lab/judge/contract.py": hashlib.sha256(b"contract.py").hexdigest(),
-            "scenarios/candidate/contract.yaml": hashlib.sha256(b"conditions").hexdigest(),
-        },
-        "fixture": {"generator": "shake_256 lab-fixture-v1", "size": SIZE},
-        "limits": {"invocation_timeout_s": 60.0, "build_timeout_s": 300.0, "timing_runs": 20},
-        "candidate": {
-            "kind": "patch",
-            "input_name": "agent.patch",
-            "input_sha256": hashlib.sha256(b"candidate patch").hexdigest(),
-            "binary_sha256": hashlib.sha256(b"candidate binary").hexdigest(),
-            "build": {
-                "status": "built",
-                "patch_exit_status": 0,
-                "patch_applied_in": "repository root",
-                "exit_status": 0,
-                "timed_out": False,
-                "duration_s": 2.41,
-                "log": "candidate/build.log",
-                "stderr": "candidate/build.err",
-            },
-        },
-        "instrument_check": {
-            "scenarios": ["false-success", "unexpected-egress"],
-            "caught": {
-                "false-success": {"C1": "fail", "C6": "fail"},
-                "unexpected-egress": {"C3": "fail"},
-            },
-            "ok": True,
-        },
-        "clauses": {
-            c: {
-                "pass": 4 if c == "C2" else 5,
-                "fail": 1 if c == "C2" else 0,
-                "not-observed": 0,
-                "total": 5,
-            }
-            for c in CLAUSES
-        },
-        "diagnostics": [
-            {
-                "condition": "contract",
-                "repetition": 1,
-                "invocation": 1,
-                "source_bytes_read": SIZE,
-                "read_ratio": 1.0,
-                "hash_file_calls": 1,
-                "cpu_s_untraced": 0.0091,
-                "missing": [],
-            },
-            {
-                "condition": "contract",
-                "repetition": 1,
-                "invocation": 2,
-                "source_bytes_read": None,
-                "read_ratio": None,
-                "hash_file_calls": 1,
-                "cpu_s_untraced": 0.0083,
-                "missing": ["strace"],
-            },
-        ],
-        "timing": {
-            "rounds": 20,
-            "size": SIZE,
-            "method": "untraced; clients alternated; each round = first backup into an empty "
-            "receiver + unchanged second invocation; wall = spawn to reap, cpu = user+sys rusage",
-            "clients": {
-                "baseline": {
-                    "first_backup_wall": {"median": 0.0141, "min": 0.0132, "max": 0.0188, "n": 20},
-                    "first_backup_cpu": {"median": 0.0102, "min": 0.0097, "max": 0.0121, "n": 20},
-                    "unchanged_wall": {"median": 0.0112, "min": 0.0104, "max": 0.0139, "n": 20},
-                    "unchanged_cpu": {"median": 0.0088, "min": 0.0083, "max": 0.0097, "n": 20},
-                    "nonzero_exits": 0,
-                },
-                "candidate": {
-                    "first_backup_wall": {"median": 0.0117, "min": 0.0109, "max": 0.0151, "n": 20},
-                    "first_backup_cpu": {"median": 0.0081, "min": 0.0078, "max": 0.0094, "n": 20},
-                    "unchanged_wall": {"median": 0.0031, "min": 0.0028, "max": 0.0046, "n": 20},
-                    "unchanged_cpu": None,
-                    "nonzero_exits": 0,
-                },
-            },
-            "ratio": {
-                "first_backup_wall": 0.8298,
-                "first_backup_cpu": 0.7941,
-                "unchanged_wall": 0.2768,
-                "unchanged_cpu": None,
-            },
-        },
-        "workspace": "/tmp/lab-candidate-xyz/native",
-    }
+    run.evaluation = Evaluation.from_dict(SAMPLE_EVALUATION)
     return run
+
+
+#: a candidate evaluation as results.json records it (read back by Evaluation.from_dict)
+SAMPLE_EVALUATION: dict[str, Any] = {
+    "evaluation_id": "eval-5c1d07a9e2b4f613",
+    "lab_version": "0.1.0",
+    "status": "fail",
+    "status_reason": "clause(s) C2 did not pass in every repetition",
+    "repetitions": 5,
+    "files": {
+        "docs/client-contract.md": hashlib.sha256(b"contract").hexdigest(),
+        "lab/judge/contract.py": hashlib.sha256(b"contract.py").hexdigest(),
+        "scenarios/candidate/contract.yaml": hashlib.sha256(b"conditions").hexdigest(),
+    },
+    "fixture": {"generator": "shake_256 lab-fixture-v1", "size": SIZE},
+    "limits": {"invocation_timeout_s": 60.0, "build_timeout_s": 300.0, "timing_runs": 20},
+    "candidate": {
+        "kind": "patch",
+        "input_name": "agent.patch",
+        "input_sha256": hashlib.sha256(b"candidate patch").hexdigest(),
+        "binary_sha256": hashlib.sha256(b"candidate binary").hexdigest(),
+        "build": {
+            "status": "built",
+            "patch_exit_status": 0,
+            "patch_applied_in": "repository root",
+            "exit_status": 0,
+            "timed_out": False,
+            "duration_s": 2.41,
+            "log": "candidate/build.log",
+            "stderr": "candidate/build.err",
+        },
+    },
+    "instrument_check": {
+        "scenarios": ["false-success", "unexpected-egress"],
+        "caught": {
+            "false-success": {"C1": "fail", "C6": "fail"},
+            "unexpected-egress": {"C3": "fail"},
+        },
+        "ok": True,
+    },
+    "clauses": {
+        c: {
+            "pass": 4 if c == "C2" else 5,
+            "fail": 1 if c == "C2" else 0,
+            "not-observed": 0,
+            "total": 5,
+        }
+        for c in CLAUSES
+    },
+    "diagnostics": [
+        {
+            "condition": "contract",
+            "repetition": 1,
+            "invocation": 1,
+            "source_bytes_read": SIZE,
+            "read_ratio": 1.0,
+            "hash_file_calls": 1,
+            "cpu_s_untraced": 0.0091,
+            "missing": [],
+        },
+        {
+            "condition": "contract",
+            "repetition": 1,
+            "invocation": 2,
+            "source_bytes_read": None,
+            "read_ratio": None,
+            "hash_file_calls": 1,
+            "cpu_s_untraced": 0.0083,
+            "missing": ["strace"],
+        },
+    ],
+    "timing": {
+        "rounds": 20,
+        "size": SIZE,
+        "method": "untraced; clients alternated; each round = first backup into an empty "
+        "receiver + unchanged second invocation; wall = spawn to reap, cpu = user+sys rusage",
+        "clients": {
+            "baseline": {
+                "first_backup_wall": {"median": 0.0141, "min": 0.0132, "max": 0.0188, "n": 20},
+                "first_backup_cpu": {"median": 0.0102, "min": 0.0097, "max": 0.0121, "n": 20},
+                "unchanged_wall": {"median": 0.0112, "min": 0.0104, "max": 0.0139, "n": 20},
+                "unchanged_cpu": {"median": 0.0088, "min": 0.0083, "max": 0.0097, "n": 20},
+                "nonzero_exits": 0,
+            },
+            "candidate": {
+                "first_backup_wall": {"median": 0.0117, "min": 0.0109, "max": 0.0151, "n": 20},
+                "first_backup_cpu": {"median": 0.0081, "min": 0.0078, "max": 0.0094, "n": 20},
+                "unchanged_wall": {"median": 0.0031, "min": 0.0028, "max": 0.0046, "n": 20},
+                "unchanged_cpu": None,
+                "nonzero_exits": 0,
+            },
+        },
+        "ratio": {
+            "first_backup_wall": 0.8298,
+            "first_backup_cpu": 0.7941,
+            "unchanged_wall": 0.2768,
+            "unchanged_cpu": None,
+        },
+    },
+    "workspace": "/tmp/lab-candidate-xyz/native",
+}
 
 
 if __name__ == "__main__":

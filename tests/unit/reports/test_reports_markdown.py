@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from lab.model import RunResult
 from lab.reports import ArchivedFile
 from lab.reports.markdown import render_markdown
-from lab.reports.text import EXIT_STATUS_STATEMENT
+from lab.reports.run import EXIT_STATUS_STATEMENT
 
 FILES = [
     ArchivedFile.of_bytes("results.json", b'{"schema_version": 1}'),
@@ -111,7 +112,8 @@ def test_repetitions_and_evaluation(repeated_run: RunResult) -> None:
     assert "### Per repetition: baseline" in reps
     evaluation = _section(md, "## Candidate evaluation")
     assert repeated_run.evaluation is not None
-    assert repeated_run.evaluation["candidate"]["binary_sha256"] in evaluation
+    assert repeated_run.evaluation.candidate.binary_sha256 is not None
+    assert repeated_run.evaluation.candidate.binary_sha256 in evaluation
     assert "| status | fail (clause(s) C2 did not pass in every repetition) |" in evaluation
     assert "| build status | built |" in evaluation
     assert "| instrument check | caught the seeded defects (false-success: C1 fail" in evaluation
@@ -129,12 +131,14 @@ def test_repetitions_and_evaluation(repeated_run: RunResult) -> None:
 
 
 def test_refused_evaluation_says_so_first(repeated_run: RunResult) -> None:
-    assert repeated_run.evaluation is not None
-    repeated_run.evaluation.update(
+    before = repeated_run.evaluation
+    assert before is not None and before.instrument_check is not None
+    repeated_run.evaluation = replace(
+        before,
         status="refused",
         status_reason="the instrument did not catch the seeded defects on this machine",
+        instrument_check=replace(before.instrument_check, ok=False),
     )
-    repeated_run.evaluation["instrument_check"]["ok"] = False
     evaluation = _section(render_markdown(repeated_run, files=None), "## Candidate evaluation")
     first = evaluation.split("\n")[2]
     assert first.startswith("**The lab refused to judge this candidate: the instrument did not")
@@ -183,7 +187,7 @@ def test_evaluation_result_heads_the_report(repeated_run: RunResult) -> None:
     assert repeated_run.evaluation is not None
     md = render_markdown(repeated_run, files=None)
     head = md.split("## Identity of the run", 1)[0]
-    evaluation_id = repeated_run.evaluation["evaluation_id"]
+    evaluation_id = repeated_run.evaluation.evaluation_id
     assert f"Candidate evaluation {evaluation_id}:" in head
     assert "Passed per clause: C1 " in head
     assert "exit status is 0 only if every contract clause passed" in head

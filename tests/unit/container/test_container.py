@@ -11,11 +11,15 @@ from pathlib import Path
 import pytest
 
 from lab.container import base as debootstrap
-from lab.container import engine as container
+from lab.container import engine
+from lab.container import image as images
+from lab.container import run as container
 from lab.errors import ContainerError
 from lab.host import procs
+from tests.conftest import ASSETS as TEST_ASSETS
+from tests.conftest import ROOT
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets" / "container"
+ASSETS = TEST_ASSETS / "container"
 
 
 def _options(tmp_path: Path, **kw: object) -> container.RunOptions:
@@ -112,19 +116,17 @@ def test_privilege_refusal_is_one_sentence() -> None:
 
 
 def test_parse_version() -> None:
-    engine = container.parse_version((ASSETS / "docker-version.json").read_text(), 0)
-    assert engine.server_version.startswith("20.10.24")
-    assert engine.client_version == "28.2.2"
+    found = engine.parse_version((ASSETS / "docker-version.json").read_text(), 0)
+    assert found.server_version.startswith("20.10.24")
+    assert found.client_version == "28.2.2"
     with pytest.raises(ContainerError, match=r"daemon is not reachable.*dockerd"):
-        container.parse_version((ASSETS / "docker-version-nodaemon.json").read_text(), 1)
+        engine.parse_version((ASSETS / "docker-version-nodaemon.json").read_text(), 1)
 
 
 def test_missing_engine_names_what_to_install() -> None:
-    assert "apt-get install docker.io" in container.missing_engine_message(
-        is_root=True, debian=True
-    )
-    assert "sudo apt-get" in container.missing_engine_message(is_root=False, debian=True)
-    assert "Docker Engine" in container.missing_engine_message(is_root=False, debian=False)
+    assert "apt-get install docker.io" in engine.missing_engine_message(is_root=True, debian=True)
+    assert "sudo apt-get" in engine.missing_engine_message(is_root=False, debian=True)
+    assert "Docker Engine" in engine.missing_engine_message(is_root=False, debian=False)
 
 
 def test_probe_falls_back_when_the_engine_lacks_cap_bpf(
@@ -144,7 +146,7 @@ def test_probe_falls_back_when_the_engine_lacks_cap_bpf(
         return done
 
     monkeypatch.setattr(procs, "run", fake_run)
-    ctx = container.Context.for_repo(tmp_path)
+    ctx = engine.Context.for_repo(tmp_path)
     options, held = container.probe_container(ctx, "img", _options(tmp_path))
     assert len(calls) == 2
     assert "BPF" not in options.capabilities and "SYS_ADMIN" in options.capabilities
@@ -162,13 +164,13 @@ def test_probe_reports_a_refused_privileged_run(
         return procs.Completed(list(argv), "probe", 125, 0.1, None, None, 0.0)
 
     monkeypatch.setattr(procs, "run", fake_run)
-    ctx = container.Context.for_repo(tmp_path)
+    ctx = engine.Context.for_repo(tmp_path)
     with pytest.raises(ContainerError, match="refused the requested privileges"):
         container.probe_container(ctx, "img", _options(tmp_path, privileged=True))
 
 
 def test_build_argv_and_args(tmp_path: Path) -> None:
-    argv = container.build_argv(
+    argv = images.build_argv(
         "t:1", {"B": "2", "A": "1"}, {"L": "x"}, no_cache=True, context=tmp_path
     )
     assert argv[:6] == ["docker", "build", "--network", "host", "--tag", "t:1"]
@@ -176,8 +178,8 @@ def test_build_argv_and_args(tmp_path: Path) -> None:
     assert _pairs(argv, "--build-arg") == ["A=1", "B=2"]
     assert _pairs(argv, "--label") == ["L=x"]
     assert argv[-1] == str(tmp_path)
-    assert container.rfc3339(0) == "1970-01-01T00:00:00Z"
-    assert container.rfc3339(1700000000) == "2023-11-14T22:13:20Z"
+    assert images.rfc3339(0) == "1970-01-01T00:00:00Z"
+    assert images.rfc3339(1700000000) == "2023-11-14T22:13:20Z"
 
 
 def test_stale_lock_gives_the_scripts_sentence(tmp_path: Path) -> None:
@@ -187,34 +189,34 @@ def test_stale_lock_gives_the_scripts_sentence(tmp_path: Path) -> None:
         "serves (gcc-12=0.0); run 'invoke image.lock' to relock, then rebuild."
     )
     log.write_text(f"Step 5/32 : RUN sh apt-install.sh\n{sentence}\nThe command returned 1\n")
-    assert container.build_failure(log) == sentence
+    assert images.build_failure(log) == sentence
     log.write_text("Step 9 failed\n")
-    assert "build.log" in container.build_failure(log)
+    assert "build.log" in images.build_failure(log)
 
 
 def test_inputs_digest_follows_sources_not_build_outputs(tmp_path: Path) -> None:
     for rel in ("Dockerfile", "native/main.c", "lab/x.py", "docker/apt-install.sh"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(rel)
-    first = container.inputs_digest(tmp_path)
+    first = images.inputs_digest(tmp_path)
     (tmp_path / "native" / "main.o").write_text("object")
     (tmp_path / "native" / "backup-client").write_text("binary")
     (tmp_path / "docker" / "wheels").mkdir()
     (tmp_path / "docker" / "wheels" / "a.whl").write_text("wheel")
-    assert container.inputs_digest(tmp_path) == first
+    assert images.inputs_digest(tmp_path) == first
     (tmp_path / "native" / "main.c").write_text("changed")
-    assert container.inputs_digest(tmp_path) != first
+    assert images.inputs_digest(tmp_path) != first
 
 
 def test_artifacts_owner_prefers_the_sudo_caller(tmp_path: Path) -> None:
-    ctx = container.Context.for_repo(tmp_path)
+    ctx = engine.Context.for_repo(tmp_path)
     assert container.artifacts_owner(ctx, {"SUDO_UID": "1000", "SUDO_GID": "1001"}) == (1000, 1001)
     st = tmp_path.stat()
     assert container.artifacts_owner(ctx, {}) == (st.st_uid, st.st_gid)
 
 
 def test_host_paths_rewrites_container_paths(tmp_path: Path) -> None:
-    ctx = container.Context.for_repo(tmp_path, artifacts=tmp_path / "artifacts")
+    ctx = engine.Context.for_repo(tmp_path, artifacts=tmp_path / "artifacts")
     rewrite = container.host_paths(ctx)
     out = rewrite("archive: /lab/artifacts/r1.tar.gz\n")
     assert "/lab/artifacts" not in out and out.endswith("r1.tar.gz\n")
@@ -222,13 +224,13 @@ def test_host_paths_rewrites_container_paths(tmp_path: Path) -> None:
 
 def test_follow_echoes_whole_lines_and_logs_the_command(tmp_path: Path) -> None:
     seen: list[str] = []
-    ctx = container.Context(
+    ctx = engine.Context(
         root=tmp_path,
         artifacts=tmp_path,
         log=procs.CommandLog(tmp_path / "commands.jsonl"),
         echo=seen.append,
     )
-    done = container.follow(
+    done = engine.follow(
         ctx,
         ["sh", "-c", "echo one; printf 'two\\nthr'; sleep 0.3; echo ee; echo oops >&2"],
         purpose="test",
@@ -261,7 +263,7 @@ def test_sources_are_rendered_for_this_machine(tmp_path: Path) -> None:
     (apt / "sources.list.d" / "debian.sources").write_text((ASSETS / "debian.sources").read_text())
     root = tmp_path / "repo"
     (root / "docker").mkdir(parents=True)
-    template = Path(__file__).resolve().parents[2] / "docker" / "debian.sources.in"
+    template = ROOT / "docker" / "debian.sources.in"
     (root / "docker" / "debian.sources.in").write_text(template.read_text())
     text = debootstrap.render_sources(root, apt).read_text()
     assert "@" not in text.replace("Signed-By", "")
@@ -273,7 +275,7 @@ def test_base_image_is_pinned_by_digest() -> None:
     name, digest = debootstrap.DEFAULT_BASE_IMAGE.split("@")
     assert name == "debian:bookworm-slim"
     assert digest.startswith("sha256:") and len(digest) == 71
-    dockerfile = (Path(__file__).resolve().parents[2] / "Dockerfile").read_text()
+    dockerfile = (ROOT / "Dockerfile").read_text()
     assert f"ARG BASE_IMAGE={debootstrap.DEFAULT_BASE_IMAGE}" in dockerfile
 
 
@@ -308,6 +310,6 @@ def test_lock_argv_mounts_the_host_ca_only_when_named(tmp_path: Path) -> None:
 
 
 def test_image_identity_reads_the_recorded_file(tmp_path: Path) -> None:
-    assert container.image_identity(tmp_path) is None
+    assert images.image_identity(tmp_path) is None
     (tmp_path / ".image.json").write_text(json.dumps({"id": "sha256:1"}))
-    assert container.image_identity(tmp_path) == {"id": "sha256:1"}
+    assert images.image_identity(tmp_path) == {"id": "sha256:1"}

@@ -1,4 +1,4 @@
-"""lab.host.doctor: capability decoding, mount decisions, reasons, presenters."""
+"""lab.host.doctor: mount decisions, reasons, presenters."""
 
 from __future__ import annotations
 
@@ -8,16 +8,14 @@ from pathlib import Path
 import pytest
 
 from lab.host import doctor
+from lab.host.capabilities import CAPABILITY_NAMES
 from lab.host.doctor import (
-    CAPABILITY_NAMES,
     DEBUGFS,
     TRACEFS,
     Doctor,
     Mount,
-    capability_mask,
     check,
     cpu_model,
-    decode_capabilities,
     ensure_mounted,
     is_mounted,
     mounted_filesystems,
@@ -27,66 +25,11 @@ from lab.host.doctor import (
 )
 from lab.model import ObserverStatus
 
-# /proc/self/status of root on this lab's machine (trimmed), and of a default Docker
-# container (CapEff 00000000a80425fb).
-STATUS_ROOT = """Name:\tcat
-Umask:\t0022
-State:\tR (running)
-CapInh:\t0000000000000000
-CapPrm:\t000001fffeffffff
-CapEff:\t000001fffeffffff
-CapBnd:\t000001fffeffffff
-CapAmb:\t0000000000000000
-NoNewPrivs:\t0
-"""
-STATUS_DOCKER = "CapPrm:\t00000000a80425fb\nCapEff:\t00000000a80425fb\n"
-
 MOUNTS = """sysfs /sys sysfs rw,nosuid,nodev,noexec,relatime 0 0
 nodev /sys/kernel/tracing tracefs rw,relatime 0 0
 tracefs /sys/kernel/debug/tracing tracefs rw,relatime 0 0
 /dev/vda /mnt/with\\040space ext4 rw,relatime 0 0
 """
-
-
-def test_root_capabilities_here() -> None:
-    mask = capability_mask(STATUS_ROOT)
-    assert mask == "000001fffeffffff"
-    names = decode_capabilities(mask)
-    # Every capability up to CAP_CHECKPOINT_RESTORE (40) except CAP_SYS_RESOURCE (24).
-    assert len(names) == 40
-    assert "CAP_SYS_RESOURCE" not in names
-    assert names[0] == "CAP_CHOWN"
-    assert names[-1] == "CAP_CHECKPOINT_RESTORE"
-    assert {"CAP_PERFMON", "CAP_BPF", "CAP_NET_RAW", "CAP_SYS_ADMIN"} <= set(names)
-
-
-def test_docker_default_capabilities() -> None:
-    mask = capability_mask(STATUS_DOCKER)
-    assert mask is not None
-    assert decode_capabilities(mask) == [
-        "CAP_CHOWN",
-        "CAP_DAC_OVERRIDE",
-        "CAP_FOWNER",
-        "CAP_FSETID",
-        "CAP_KILL",
-        "CAP_SETGID",
-        "CAP_SETUID",
-        "CAP_SETPCAP",
-        "CAP_NET_BIND_SERVICE",
-        "CAP_NET_RAW",
-        "CAP_SYS_CHROOT",
-        "CAP_MKNOD",
-        "CAP_AUDIT_WRITE",
-        "CAP_SETFCAP",
-    ]
-
-
-def test_capability_edge_cases() -> None:
-    assert decode_capabilities("0000000000000000") == []
-    assert decode_capabilities(f"{1 << 41 | 1:x}") == ["CAP_CHOWN", "CAP_41"]
-    assert len(CAPABILITY_NAMES) == 41
-    assert capability_mask(STATUS_ROOT, "CapAmb") == "0000000000000000"
-    assert capability_mask("Name:\tx\n") is None
 
 
 def test_mount_table() -> None:

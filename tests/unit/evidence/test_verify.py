@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from lab._cli import build_parser, cmd_verify, main
 from lab.errors import ArchiveError, SigningError
 from lab.evidence.archive import (
     CHECKSUMS,
@@ -26,17 +27,16 @@ from lab.evidence.archive import (
 )
 from lab.evidence.keys import generate_keypair
 from lab.evidence.provenance import ProvenanceInputs
+from lab.evidence.selftest import require_expected, selftest
 from lab.evidence.signing import Signer
 from lab.evidence.verify import (
     EPHEMERAL_WARNING,
     INTEGRITY_ONLY_WARNING,
     Limits,
+    VerificationError,
     VerifyReport,
-    selftest,
-    selftest_main,
+    inspect_archive,
     verify_archive,
-    verify_archive_or_raise,
-    verify_main,
 )
 
 EPOCH = 1_764_432_000
@@ -124,10 +124,13 @@ def file_info(name: str, size: int = 0) -> tarfile.TarInfo:
 
 
 def assert_rejected(path: Path, pubkey: Path | None, *needles: str, **kw: Limits) -> str:
-    report = verify_archive(path, pubkey, **kw)
+    report = inspect_archive(path, pubkey=pubkey, **kw)
     assert not report.ok and report.exit_code == 1
-    with pytest.raises(ArchiveError) as excinfo:
-        verify_archive_or_raise(path, pubkey, **kw)
+    with pytest.raises(VerificationError) as excinfo:
+        verify_archive(path, pubkey=pubkey, **kw)
+    # an ArchiveError (exit status 1) that carries every check for the CLI to print
+    assert isinstance(excinfo.value, ArchiveError) and excinfo.value.exit_code == 1
+    assert excinfo.value.report.to_dict() == report.to_dict()
     message = str(excinfo.value)
     assert "\n" not in message and message.endswith("."), message
     for needle in needles:
@@ -139,7 +142,7 @@ def assert_rejected(path: Path, pubkey: Path | None, *needles: str, **kw: Limits
 
 # --- the good archive -----------------------------------------------------------------------
 def test_good_archive_passes_every_check(good: ArchiveInfo, pubkey: Path) -> None:
-    report = verify_archive_or_raise(good.path, pubkey)
+    report = verify_archive(good.path, pubkey=pubkey)
     assert report.ok and report.exit_code == 0
     assert [c.status for c in report.checks] == ["PASS"] * len(report.checks)
     assert {c.name for c in report.checks} >= {
@@ -172,11 +175,11 @@ def test_good_archive_passes_every_check(good: ArchiveInfo, pubkey: Path) -> Non
 
 def test_pem_public_key_is_accepted(good: ArchiveInfo, pubkey: Path) -> None:
     pem = pubkey.with_name("lab.pub.pem")
-    assert verify_archive(good.path, pem).ok
+    assert inspect_archive(good.path, pubkey=pem).ok
 
 
 def test_without_pubkey_integrity_only(good: ArchiveInfo) -> None:
-    report = verify_archive(good.path)
+    report = inspect_archive(good.path)
     assert report.ok
     assert not report.authenticity_established
     assert report.warnings == [INTEGRITY_ONLY_WARNING]
@@ -188,7 +191,7 @@ def test_ephemeral_archive_says_authenticity_not_established(tmp_path: Path) -> 
     info = make_archive(tmp_path, signer)
     pub = tmp_path / "eph.pub"
     pub.write_text(signer.public_key_file())
-    report = verify_archive(info.path, pub)
+    report = inspect_archive(info.path, pubkey=pub)
     assert report.ok and report.ephemeral is True
     assert not report.authenticity_established
     assert EPHEMERAL_WARNING in report.warnings
@@ -198,9 +201,9 @@ def test_bad_pubkey_argument_raises_signing_error(good: ArchiveInfo, tmp_path: P
     bad = tmp_path / "bad.pub"
     bad.write_text("not a key\n")
     with pytest.raises(SigningError, match=r"bad\.pub"):
-        verify_archive(good.path, bad)
+        inspect_archive(good.path, pubkey=bad)
     with pytest.raises(SigningError, match="cannot read"):
-        verify_archive(good.path, tmp_path / "missing.pub")
+        inspect_archive(good.path, pubkey=tmp_path / "missing.pub")
 
 
 # --- the tamper matrix ----------------------------------------------------------------------
@@ -296,7 +299,7 @@ def test_archive_signed_by_someone_else(good: ArchiveInfo, tmp_path: Path) -> No
     their_pub = tmp_path / "keys" / "lab.pub"
     message = assert_rejected(other.path, their_pub, "not the public key given with --pubkey")
     assert "run-1/lab.pub" in message
-    assert verify_archive(other.path).ok  # without a trusted key, integrity only
+    assert inspect_archive(other.path).ok  # without a trusted key, integrity only
 
 
 @pytest.mark.parametrize("fraction", [0.0, 0.1, 0.5, 0.9])
@@ -389,7 +392,7 @@ def test_duplicate_of_a_member_cannot_shadow_it(
         entries.append((file_info(info.name), b"{}"))
 
     path = tampered(good, tmp_path, duplicate)
-    report = verify_archive(path, pubkey)
+    report = inspect_archive(path, pubkey=pubkey)
     names = {c.name: c for c in report.checks}
     assert not names["member names"].passed
     assert "results.json" in names["member names"].found
@@ -401,7 +404,7 @@ def test_oversized_member(good: ArchiveInfo, pubkey: Path) -> None:
         good.path, pubkey, "capture.pcap", "declares 2048 bytes", limits=limits
     )
     assert "archive bombs" in message
-    report = verify_archive(good.path, pubkey, limits=limits)
+    report = inspect_archive(good.path, pubkey=pubkey, limits=limits)
     assert report.checks[-1].name == "size limits"  # nothing after the scan stopped
 
 
@@ -437,7 +440,7 @@ def test_header_bomb_is_stopped_by_the_stream_cap(tmp_path: Path, pubkey: Path) 
     limits = Limits(max_total_size=1024 * 1024, max_header_bytes=1024 * 1024)
     assert_rejected(path, pubkey, "expands to more than 2097152 bytes", limits=limits)
     # Under the default limits the same archive is read whole (and fails for lacking files).
-    failure = verify_archive(path, pubkey).first_failure
+    failure = inspect_archive(path, pubkey=pubkey).first_failure
     assert failure is not None and failure.name == "SHA256SUMS"
 
 
@@ -472,7 +475,7 @@ def test_report_collects_every_failure(good: ArchiveInfo, pubkey: Path, tmp_path
         entries[i] = (entries[i][0], b"changed\n")
         entries.append((file_info("run-1/new.txt"), b"new\n"))
 
-    report: VerifyReport = verify_archive(tampered(good, tmp_path, damage), pubkey)
+    report: VerifyReport = inspect_archive(tampered(good, tmp_path, damage), pubkey=pubkey)
     failed = {c.name for c in report.checks if not c.passed}
     assert failed == {"member set", "member digests", "provenance subjects"}
     digests = next(c for c in report.checks if c.name == "member digests")
@@ -511,17 +514,22 @@ def test_selftest_of_a_broken_archive_stops_at_once(tmp_path: Path, pubkey: Path
     assert len(cases) == 1 and cases[0].outcome == "rejected" and not cases[0].ok
 
 
-# --- console entry points -------------------------------------------------------------------
-def test_verify_main_prints_every_check(good: ArchiveInfo, pubkey: Path) -> None:
+# --- python -m lab verify ------------------------------------------------------------------
+def _cli_verify(archive: Path, pubkey: Path | None, console: Console, *extra: str) -> int:
+    argv = ["verify", str(archive), *(["--pubkey", str(pubkey)] if pubkey else []), *extra]
+    return cmd_verify(build_parser().parse_args(argv), console)
+
+
+def test_cli_prints_every_check(good: ArchiveInfo, pubkey: Path) -> None:
     console = Console(record=True, width=200)
-    assert verify_main(good.path, pubkey, console) == 0
+    assert _cli_verify(good.path, pubkey, console) == 0
     text = console.export_text()
     assert text.count("PASS") == 12 and "FAIL" not in text
     assert "authenticity established for that key" in text
     assert "512 MiB each, 2 GiB in total" in text
 
 
-def test_verify_main_raises_the_first_failure(
+def test_cli_prints_the_whole_table_then_raises_the_first_failure(
     good: ArchiveInfo, pubkey: Path, tmp_path: Path
 ) -> None:
     def damage(entries: list[Entry]) -> None:
@@ -529,13 +537,41 @@ def test_verify_main_raises_the_first_failure(
         entries[i] = (entries[i][0], b"changed\n")
 
     console = Console(record=True, width=200)
-    with pytest.raises(ArchiveError, match=r"report\.md does not match SHA256SUMS"):
-        verify_main(tampered(good, tmp_path, damage), pubkey, console)
-    assert "FAIL" in console.export_text()
+    with pytest.raises(VerificationError, match=r"report\.md does not match SHA256SUMS"):
+        _cli_verify(tampered(good, tmp_path, damage), pubkey, console)
+    text = console.export_text()
+    assert "FAIL" in text and text.count("PASS") == 10  # every check, not only the first failure
+    assert "OK" not in text
 
 
-def test_selftest_main(good: ArchiveInfo, pubkey: Path) -> None:
+def test_cli_exit_status_and_one_sentence(
+    good: ArchiveInfo, pubkey: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def damage(entries: list[Entry]) -> None:
+        i = find(entries, "report.md")
+        entries[i] = (entries[i][0], b"changed\n")
+
+    assert main(["verify", str(good.path), "--pubkey", str(pubkey)]) == 0
+    capsys.readouterr()
+    assert main(["verify", str(tampered(good, tmp_path, damage)), "--pubkey", str(pubkey)]) == 1
+    out, err = capsys.readouterr()
+    assert "FAIL" in out and "member digests" in out
+    assert err.startswith("error: ") and "report.md does not match SHA256SUMS" in err
+
+
+def test_cli_selftest(good: ArchiveInfo, pubkey: Path) -> None:
     console = Console(record=True, width=250)
-    assert selftest_main(good.path, pubkey, console) == 0
+    assert _cli_verify(good.path, pubkey, console, "--selftest") == 0
     text = console.export_text()
     assert text.count("rejected") == 6 and "all 7 cases behaved as expected" in text
+
+
+def test_selftest_names_the_case_that_misbehaved(tmp_path: Path, pubkey: Path) -> None:
+    path = tmp_path / "broken.tar.gz"
+    path.write_bytes(b"\x1f\x8b\x08\0\0\0\0\0\0\xff")
+    with pytest.raises(ArchiveError, match="the untouched archive does not verify"):
+        require_expected(selftest(path, pubkey), path.name)
+    console = Console(record=True, width=250)
+    with pytest.raises(ArchiveError, match="untouched archive does not verify"):
+        _cli_verify(path, pubkey, console, "--selftest")
+    assert "Self-test on copies of broken.tar.gz" in console.export_text()

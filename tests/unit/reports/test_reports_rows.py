@@ -1,4 +1,5 @@
-"""Shared wording: capability vs reliability, calibration sentences, file table, identity."""
+"""The rows both reports draw (lab.reports.table, run, repetitions, files): capability vs
+reliability, calibration sentences, the file table, identity, cells that are never zeros."""
 
 from __future__ import annotations
 
@@ -8,7 +9,11 @@ from pathlib import Path
 import pytest
 
 from lab.model import Calibration, RunResult
-from lab.reports import ArchivedFile, text
+from lab.reports import ArchivedFile
+from lab.reports.files import files_table
+from lab.reports.repetitions import repetition_wording
+from lab.reports.run import calibration_statement, identity_rows, signing_statement
+from lab.reports.table import fmt, fmt_ratio, fmt_seconds, fmt_summary, mask_host_path
 from tests.unit.reports.reports_sample import build_sample_run
 
 
@@ -25,53 +30,51 @@ from tests.unit.reports.reports_sample import build_sample_run
     ],
 )
 def test_repetition_wording(k: int, n: int, expected: str) -> None:
-    assert text.repetition_wording(k, n) == expected
+    assert repetition_wording(k, n) == expected
 
 
 def test_one_run_is_never_called_reliable() -> None:
-    assert "reliab" not in text.repetition_wording(1, 1)
-    assert "reliab" not in text.repetition_wording(0, 1)
+    assert "reliab" not in repetition_wording(1, 1)
+    assert "reliab" not in repetition_wording(0, 1)
 
 
 def test_calibration_statement() -> None:
     cal = Calibration(met=41, total=44, not_met=1, not_observed=2)
-    assert text.calibration_statement(cal) == (
-        "41 of 44 expectations met, 1 not met, 2 not observed"
-    )
+    assert calibration_statement(cal) == ("41 of 44 expectations met, 1 not met, 2 not observed")
 
 
 def test_missing_values_are_never_zero() -> None:
-    assert text.fmt(None) == "not recorded"
-    assert text.fmt(0) == "0"
-    assert text.fmt_seconds(None) == "not recorded"
-    assert text.fmt_ratio(None) == "N/A"
+    assert fmt(None) == "not recorded"
+    assert fmt(0) == "0"
+    assert fmt_seconds(None) == "not recorded"
+    assert fmt_ratio(None) == "N/A"
 
 
 def test_host_paths_are_masked() -> None:
-    assert text.mask_host_path("/work/main/native/build/backup-client") == ".../backup-client"
-    assert text.mask_host_path("scenarios/baseline.yaml") == "scenarios/baseline.yaml"
-    assert text.fmt(["/tmp/x/y", "ok"]) == ".../y, ok"
+    assert mask_host_path("/work/main/native/build/backup-client") == ".../backup-client"
+    assert mask_host_path("scenarios/baseline.yaml") == "scenarios/baseline.yaml"
+    assert fmt(["/tmp/x/y", "ok"]) == ".../y, ok"
 
 
 def test_identity_hides_the_hostname_and_handles_absent_keys() -> None:
     run = build_sample_run()
-    rows = dict(text.identity_rows(run))
+    rows = dict(identity_rows(run))
     assert "reviewer-secret-hostname" not in json.dumps(rows)
     assert rows["client binary SHA-256"] == run.environment["client_sha256"]
     assert rows["ephemeral signing key"] == "yes"
     bare = RunResult("r", "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z", {}, {}, {})
-    bare_rows = dict(text.identity_rows(bare))
+    bare_rows = dict(identity_rows(bare))
     for key in ("git commit", "client binary SHA-256", "kernel", "CPU model", "tool versions"):
         assert bare_rows[key] == "not recorded"
     assert bare_rows["signing key fingerprint"] == "not recorded"
 
 
 def test_signing_statements() -> None:
-    ephemeral = text.signing_statement({"fingerprint": "x", "ephemeral": True})
+    ephemeral = signing_statement({"fingerprint": "x", "ephemeral": True})
     assert ephemeral is not None and "authenticity" in ephemeral
     assert "not established" in ephemeral
-    assert text.signing_statement({"fingerprint": "x", "ephemeral": False}) is None
-    assert "not recorded" in (text.signing_statement({}) or "")
+    assert signing_statement({"fingerprint": "x", "ephemeral": False}) is None
+    assert "not recorded" in (signing_statement({}) or "")
 
 
 def test_files_table_lists_the_reports_without_their_own_digest() -> None:
@@ -80,7 +83,7 @@ def test_files_table_lists_the_reports_without_their_own_digest() -> None:
         ArchivedFile.of_bytes("report.md", b"stale"),
         ArchivedFile("a/raw.txt", 3, "ab" * 32),
     ]
-    table = text.files_table(files)
+    table = files_table(files)
     paths = [row[0] for row in table.rows]
     assert paths == ["a/raw.txt", "results.json", "report.md", "report.pdf"]
     report_rows = [row for row in table.rows if row[0].startswith("report.")]
@@ -92,7 +95,7 @@ def test_files_table_lists_the_reports_without_their_own_digest() -> None:
 
 
 def test_files_table_without_files_says_so() -> None:
-    table = text.files_table(None)
+    table = files_table(None)
     assert table.rows == []
     assert "not supplied" in table.notes[0]
 
@@ -105,5 +108,5 @@ def test_sample_asset_matches_the_builder(assets: Path) -> None:
 
 
 def test_summary_timestamps_are_times_not_counts() -> None:
-    assert text.fmt_summary("first_packet_at", 1_795_968_822.5) == "2026-11-29T16:13:42.500Z"
-    assert text.fmt_summary("packets", 42) == "42"
+    assert fmt_summary("first_packet_at", 1_795_968_822.5) == "2026-11-29T16:13:42.500Z"
+    assert fmt_summary("packets", 42) == "42"

@@ -6,8 +6,8 @@ import pytest
 
 from lab.errors import ScenarioError
 from lab.run import scenario
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 GOOD = """\
 name: {name}
 description: test

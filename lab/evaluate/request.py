@@ -1,0 +1,63 @@
+"""What ``python -m lab evaluate`` was asked to do: one typed, frozen value that the CLI
+builds from its arguments and :func:`lab.evaluate.judge.execute` carries out.
+
+    request = EvaluationRequest(kind="patch", path=Path("agent.patch"), repetitions=3)
+    outcome = execute(request, say=print)               # lab.evaluate.judge
+    request.argv(candidate="/lab/candidate/agent.patch", out="/lab/artifacts")
+    # ["evaluate", "--patch", "/lab/candidate/agent.patch", "--repetitions", "3", ...]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+#: what the candidate is: a patch to native/, a source tree with a Makefile, an executable
+CandidateKind = Literal["patch", "source-dir", "binary"]
+#: the ``python -m lab evaluate`` option naming each kind of candidate
+KIND_FLAGS: dict[CandidateKind, str] = {
+    "patch": "--patch",
+    "source-dir": "--source-dir",
+    "binary": "--binary",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvaluationRequest:
+    """One candidate evaluation: the candidate, how often to judge and time it, with which
+    collectors, and where the run directory goes."""
+
+    kind: CandidateKind
+    #: the candidate as the user named it (a patch file, a source directory, a binary)
+    path: Path
+    #: repetitions of every contract condition
+    repetitions: int = 3
+    #: untraced timing rounds, candidate and baseline alternated
+    timing_runs: int = 20
+    collector: str = "all"
+    packets: str = "best-effort"
+    size: int = 524_288
+    #: per-invocation limit, seconds
+    timeout_s: float = 60.0
+    out: Path = Path("artifacts")
+    #: build and judge on this host rather than in the lab image
+    local: bool = False
+
+    @property
+    def flag(self) -> str:
+        return KIND_FLAGS[self.kind]
+
+    def argv(self, *, candidate: str, out: str) -> list[str]:
+        """The ``python -m lab`` arguments asking for this same evaluation elsewhere (in the
+        lab image), with the candidate and the output directory as that side sees them."""
+        return [
+            "evaluate", self.flag, candidate,
+            "--repetitions", str(self.repetitions),
+            "--timing-runs", str(self.timing_runs),
+            "--collector", self.collector,
+            "--packets", self.packets,
+            "--size", str(self.size),
+            "--timeout", str(self.timeout_s),
+            "--out", out,
+        ]  # fmt: skip

@@ -1,0 +1,455 @@
+"""The checks of an evidence archive: structure, checksums, signatures, provenance. Each
+appends a :class:`Check` (what was expected, what was found, and the one sentence naming the
+member at fault) to a :class:`VerifyReport`; none raises for a bad archive.
+
+    report = VerifyReport(archive="r1.tar.gz")
+    files = structure_checks(report, scan, limits)    # run-relative name -> SHA-256
+    checksum_checks(report, scan, files)
+    key = signature_checks(report, scan, pubkey)       # a bad --pubkey raises SigningError
+    provenance_checks(report, scan, key, files)
+    report.ok, report.first_failure
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal
+
+from lab.errors import ArchiveError, SigningError
+from lab.evidence.archive import (
+    CHECKSUMS,
+    CHECKSUMS_SIG,
+    NOT_SUBJECTS,
+    PROVENANCE,
+    PUBKEY,
+    name_problem,
+    parse_checksums,
+)
+from lab.evidence.keys import PublicKey
+from lab.evidence.provenance import BUILD_TYPE, PREDICATE_TYPE, STATEMENT_TYPE, open_envelope
+from lab.evidence.scan import GiB, Limits, MiB, Scan
+from lab.evidence.signing import verify_detached
+
+INTEGRITY_ONLY_WARNING = (
+    "No --pubkey was given: the archive was checked against its own lab.pub, which proves "
+    "its files are intact and consistent, not who produced them."
+)
+EPHEMERAL_WARNING = (
+    "The archive was signed with an ephemeral key generated for its run, so its authenticity "
+    "is not established."
+)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One verification step: what was expected, what was found, and, if it failed, why."""
+
+    name: str
+    passed: bool
+    expected: str
+    found: str
+    #: one sentence naming the member/key at fault, set when the check failed
+    message: str | None = None
+
+    @property
+    def status(self) -> Literal["PASS", "FAIL"]:
+        return "PASS" if self.passed else "FAIL"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "expected": self.expected,
+            "found": self.found,
+            "message": self.message,
+        }
+
+
+@dataclass
+class VerifyReport:
+    """Every check of one archive, in order, plus warnings a presenter must show."""
+
+    archive: str
+    checks: list[Check] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    run_id: str | None = None
+    key_id: str | None = None
+    #: "--pubkey <file>" or "embedded lab.pub"
+    key_source: str | None = None
+    #: whether the (verified) signer declared its key ephemeral; None when unknown
+    ephemeral: bool | None = None
+    trusted_key: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.checks) and all(c.passed for c in self.checks)
+
+    @property
+    def authenticity_established(self) -> bool:
+        """Intact, signed by the key the user trusts, and that key is not ephemeral."""
+        return self.ok and self.trusted_key and self.ephemeral is False
+
+    @property
+    def first_failure(self) -> Check | None:
+        return next((c for c in self.checks if not c.passed), None)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else ArchiveError.exit_code
+
+    def add(
+        self, name: str, passed: bool, expected: str, found: str, message: str | None = None
+    ) -> None:
+        if not passed and message is None:
+            message = f"{self.archive}: {name} failed (expected {expected}; found {found})."
+        self.checks.append(Check(name, passed, expected, found, None if passed else message))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "archive": self.archive,
+            "ok": self.ok,
+            "run_id": self.run_id,
+            "key_id": self.key_id,
+            "key_source": self.key_source,
+            "ephemeral": self.ephemeral,
+            "authenticity_established": self.authenticity_established,
+            "checks": [c.to_dict() for c in self.checks],
+            "warnings": list(self.warnings),
+        }
+
+
+class VerificationError(ArchiveError):
+    """An archive failed verification. ``str()`` is the first failure's sentence; ``report``
+    holds every check, expected and found, for the CLI to print (like
+    :class:`lab.host.procs.CommandFailed`, it lives beside the record it carries)."""
+
+    def __init__(self, report: VerifyReport) -> None:
+        failure = report.first_failure
+        assert failure is not None, "only a failed report is an error"
+        super().__init__(failure.message or f"{report.archive}: {failure.name} failed.")
+        self.report = report
+
+
+def _short(items: list[str], limit: int = 5) -> str:
+    shown = ", ".join(items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GiB", GiB), ("MiB", MiB), ("KiB", 1024)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}".replace(".0 ", " ")
+    return f"{n} bytes"
+
+
+def structure_checks(report: VerifyReport, scan: Scan, limits: Limits) -> dict[str, str]:
+    """Types, names, limits; return run-relative file name -> digest."""
+    bad_types = [
+        f"{m.name} ({m.kind})" for m in scan.members if m.kind not in ("file", "directory")
+    ]
+    report.add(
+        "member types",
+        not bad_types,
+        "regular files and directories only",
+        _short(bad_types) if bad_types else f"{len(scan.members)} files and directories",
+        f"{report.archive}: member {bad_types[0]} is not a regular file or directory; "
+        "a lab archive holds nothing else."
+        if bad_types
+        else None,
+    )
+
+    problems: list[str] = []
+    tops = {m.name.split("/", 1)[0] for m in scan.members if not m.name.startswith("/")}
+    seen: set[str] = set()
+    for m in scan.members:
+        problem = name_problem(m.name)
+        if problem is not None:
+            problems.append(f"member {m.name!r} {problem}")
+        elif m.name in seen:
+            problems.append(f"member {m.name!r} appears more than once")
+        seen.add(m.name)
+    if len(tops) > 1:
+        problems.append(f"members are under {len(tops)} top directories ({_short(sorted(tops))})")
+    for m in scan.members:
+        if "/" not in m.name and m.kind != "directory" and name_problem(m.name) is None:
+            problems.append(f"member {m.name!r} is not under a top directory")
+    report.run_id = next(iter(tops)) if len(tops) == 1 else None
+    report.add(
+        "member names",
+        not problems,
+        "unique relative paths under one top directory, without '..'",
+        _short(problems) if problems else f"all under {report.run_id}/",
+        f"{report.archive}: {problems[0]}; the archive is unsafe to unpack." if problems else None,
+    )
+
+    expected = (
+        f"at most {limits.max_members} members, {_size(limits.max_member_size)} each, "
+        f"{_size(limits.max_total_size)} in total"
+    )
+    found = f"{len(scan.members)} members, largest {_size(scan.largest)}, total {_size(scan.total)}"
+    report.add(
+        "size limits",
+        scan.limit_error is None,
+        expected,
+        scan.limit_error or found,
+        f"{report.archive}: {scan.limit_error}; refusing to read further (a size limit "
+        "guards against archive bombs)."
+        if scan.limit_error
+        else None,
+    )
+
+    files: dict[str, str] = {}
+    for m in scan.members:
+        if m.kind == "file" and m.digest is not None and "/" in m.name:
+            files.setdefault(m.name.split("/", 1)[1], m.digest)
+    return files
+
+
+def checksum_checks(
+    report: VerifyReport, scan: Scan, files: dict[str, str]
+) -> dict[str, str] | None:
+    top = report.run_id or "<top>"
+    raw = scan.metadata.get(CHECKSUMS)
+    listed: dict[str, str] | None = None
+    if raw is None:
+        report.add(
+            "SHA256SUMS",
+            False,
+            "a SHA256SUMS member",
+            "missing",
+            f"{report.archive}: {top}/SHA256SUMS is missing, so no member can be checked.",
+        )
+    else:
+        try:
+            listed = parse_checksums(raw.decode("utf-8"), what=f"{top}/{CHECKSUMS}")
+        except (ArchiveError, UnicodeDecodeError) as exc:
+            why = str(exc) if isinstance(exc, ArchiveError) else f"{top}/SHA256SUMS is not UTF-8."
+            why = f"{report.archive}: {why}"
+            report.add("SHA256SUMS", False, "sha256sum --tag lines", "unparseable", why)
+        else:
+            report.add("SHA256SUMS", True, "sha256sum --tag lines", f"{len(listed)} entries")
+    if listed is None:
+        return None
+
+    present = {name for name in files if name not in (CHECKSUMS, CHECKSUMS_SIG)}
+    missing = sorted(set(listed) - present)
+    extra = sorted(present - set(listed))
+    for excluded in (CHECKSUMS, CHECKSUMS_SIG):
+        if excluded in listed:
+            extra.append(f"{excluded} (listed in SHA256SUMS)")
+    parents = {str(p) for name in listed for p in PurePosixPath(name).parents}
+    stray_dirs = [
+        m.name
+        for m in scan.members
+        if m.kind == "directory" and "/" in m.name and m.name.split("/", 1)[1] not in parents
+    ]
+    found_parts = []
+    if missing:
+        found_parts.append(f"missing: {_short(missing)}")
+    if extra:
+        found_parts.append(f"not listed: {_short(extra)}")
+    if stray_dirs:
+        found_parts.append(f"unlisted directories: {_short(stray_dirs)}")
+    message: str | None
+    if missing:
+        message = f"{report.archive}: {top}/{missing[0]} is listed in SHA256SUMS but missing."
+    elif extra:
+        message = f"{report.archive}: {top}/{extra[0]} is in the archive but not in SHA256SUMS."
+    elif stray_dirs:
+        message = f"{report.archive}: directory {stray_dirs[0]} holds no listed file."
+    else:
+        message = None
+    report.add(
+        "member set",
+        message is None,
+        f"exactly the {len(listed)} files in SHA256SUMS, plus SHA256SUMS and its signature",
+        "; ".join(found_parts) if found_parts else f"{len(present)} files, as listed",
+        message,
+    )
+
+    mismatched = [n for n in sorted(listed) if n in files and files[n] != listed[n]]
+    first = mismatched[0] if mismatched else None
+    report.add(
+        "member digests",
+        not mismatched,
+        "every member's SHA-256 equals its SHA256SUMS line",
+        f"{len(mismatched)} differ: {_short(mismatched)}"
+        if mismatched
+        else f"{len(listed) - len(missing)} match",
+        f"{report.archive}: {top}/{first} does not match SHA256SUMS (expected "
+        f"{listed[first][:16]}…, found {files[first][:16]}…): the member was changed."
+        if first
+        else None,
+    )
+    return listed
+
+
+def signature_checks(report: VerifyReport, scan: Scan, pubkey: Path | None) -> PublicKey | None:
+    top = report.run_id or "<top>"
+    embedded: PublicKey | None = None
+    embedded_error: str | None = None
+    if PUBKEY in scan.metadata:
+        try:
+            embedded = PublicKey.parse(scan.metadata[PUBKEY], what=f"{top}/{PUBKEY}")
+        except SigningError as exc:
+            embedded_error = str(exc)
+    else:
+        embedded_error = f"{top}/{PUBKEY} is missing"
+
+    key: PublicKey | None
+    if pubkey is not None:
+        given = PublicKey.load(pubkey)  # a bad --pubkey is the user's error: it raises
+        key = given
+        report.key_source = f"--pubkey {pubkey.name}"
+        report.trusted_key = True
+        same = embedded is not None and embedded.raw == given.raw
+        report.add(
+            "embedded public key",
+            same,
+            f"{PUBKEY} is the given key {given.key_id}",
+            embedded.key_id if embedded else (embedded_error or "missing"),
+            None
+            if same
+            else f"{report.archive}: {top}/{PUBKEY} is not the public key given with --pubkey "
+            f"({given.key_id}); the archive was signed by someone else.",
+        )
+    else:
+        key = embedded
+        report.key_source = f"embedded {PUBKEY}"
+        report.warnings.append(INTEGRITY_ONLY_WARNING)
+        if key is None:
+            report.add(
+                "public key",
+                False,
+                f"an Ed25519 public key in {PUBKEY}",
+                embedded_error or "missing",
+                f"{report.archive}: {embedded_error}; pass the signer's key with --pubkey.",
+            )
+            return None
+    assert key is not None
+    report.key_id = key.key_id
+
+    sig_text = scan.metadata.get(CHECKSUMS_SIG)
+    expected = f"Ed25519 signature of SHA256SUMS by key {key.key_id} ({report.key_source})"
+    if sig_text is None or CHECKSUMS not in scan.metadata:
+        absent = CHECKSUMS_SIG if sig_text is None else CHECKSUMS
+        report.add(
+            "SHA256SUMS signature",
+            False,
+            expected,
+            f"{absent} missing",
+            f"{report.archive}: {top}/{absent} is missing, so the archive is not signed.",
+        )
+        return key
+    try:
+        parsed = verify_detached(
+            scan.metadata[CHECKSUMS],
+            sig_text.decode("ascii", "replace"),
+            key,
+            what=f"{top}/{CHECKSUMS_SIG}",
+        )
+    except SigningError as exc:
+        why = f"{report.archive}: {exc}"
+        report.add("SHA256SUMS signature", False, expected, "does not verify", why)
+    else:
+        comment = parsed.trusted_comment
+        if comment is not None and "key:ephemeral" in comment.split("\t"):
+            report.ephemeral = True
+        elif comment is not None and "key:persistent" in comment.split("\t"):
+            report.ephemeral = False
+        report.add(
+            "SHA256SUMS signature",
+            True,
+            expected,
+            "valid" + (f" (trusted comment: {comment})" if comment else ""),
+        )
+    return key
+
+
+def provenance_checks(
+    report: VerifyReport, scan: Scan, key: PublicKey | None, files: dict[str, str]
+) -> None:
+    top = report.run_id or "<top>"
+    raw = scan.metadata.get(PROVENANCE)
+    expected = f"DSSE envelope signed by key {key.key_id if key else '?'}"
+    if raw is None or key is None:
+        why = f"{top}/{PROVENANCE} is missing" if raw is None else "no public key to check it"
+        report.add("provenance signature", False, expected, why, f"{report.archive}: {why}.")
+        return
+    what = f"{top}/{PROVENANCE}"
+    try:
+        lines = raw.decode("utf-8").splitlines()
+        if len(lines) != 1:
+            raise SigningError(f"{what} must hold exactly one line (one envelope).")
+        envelope = json.loads(lines[0])
+        if not isinstance(envelope, dict):
+            raise SigningError(f"{what} is not a JSON object.")
+        statement = open_envelope(envelope, key, what=what)
+    except (SigningError, ValueError, UnicodeDecodeError) as exc:
+        why = str(exc) if isinstance(exc, SigningError) else f"{what} is not valid JSON."
+        why = f"{report.archive}: {why}"
+        report.add("provenance signature", False, expected, "does not verify", why)
+        return
+    report.add("provenance signature", True, expected, "valid")
+
+    subjects: dict[str, str] = {}
+    malformed = False
+    entries = statement.get("subject") if isinstance(statement, dict) else None
+    for entry in entries if isinstance(entries, list) else []:
+        name = entry.get("name") if isinstance(entry, dict) else None
+        digest = entry.get("digest", {}).get("sha256") if isinstance(entry, dict) else None
+        if not isinstance(name, str) or not isinstance(digest, str) or name in subjects:
+            malformed = True
+            continue
+        subjects[name] = digest
+    wanted = {n: d for n, d in files.items() if n not in NOT_SUBJECTS}
+    missing = sorted(set(wanted) - set(subjects))
+    extra = sorted(set(subjects) - set(wanted))
+    differ = sorted(n for n in set(wanted) & set(subjects) if wanted[n] != subjects[n])
+    problems = (
+        ([f"missing: {_short(missing)}"] if missing else [])
+        + ([f"not in archive: {_short(extra)}"] if extra else [])
+        + ([f"digest differs: {_short(differ)}"] if differ else [])
+        + (["malformed or duplicate subject entries"] if malformed or not entries else [])
+    )
+    message: str | None
+    if missing:
+        message = f"{report.archive}: {top}/{missing[0]} is not a subject of the provenance."
+    elif extra:
+        message = f"{report.archive}: provenance subject {extra[0]} is not in the archive."
+    elif differ:
+        message = f"{report.archive}: {top}/{differ[0]} does not match its provenance digest."
+    elif problems:
+        message = f"{report.archive}: {what} has malformed subject entries."
+    else:
+        message = None
+    report.add(
+        "provenance subjects",
+        message is None,
+        "every member except the provenance and SHA256SUMS(.sig), with equal SHA-256",
+        "; ".join(problems) if problems else f"{len(subjects)} subjects match",
+        message,
+    )
+
+    predicate = statement.get("predicate") if isinstance(statement, dict) else None
+    build_def = predicate.get("buildDefinition") if isinstance(predicate, dict) else None
+    build_type = build_def.get("buildType") if isinstance(build_def, dict) else None
+    stype = statement.get("_type") if isinstance(statement, dict) else None
+    ptype = statement.get("predicateType") if isinstance(statement, dict) else None
+    good = stype == STATEMENT_TYPE and ptype == PREDICATE_TYPE and build_type == BUILD_TYPE
+    report.add(
+        "provenance build type",
+        good,
+        f"{STATEMENT_TYPE}, {PREDICATE_TYPE}, buildType {BUILD_TYPE}",
+        f"{stype}, {ptype}, buildType {build_type}",
+        None
+        if good
+        else f"{report.archive}: the provenance's buildType is {build_type!r}, not the lab's "
+        f"{BUILD_TYPE!r}.",
+    )
+    internal = build_def.get("internalParameters") if isinstance(build_def, dict) else None
+    signing = internal.get("signing") if isinstance(internal, dict) else None
+    if isinstance(signing, dict) and isinstance(signing.get("ephemeral"), bool):
+        report.ephemeral = signing["ephemeral"]

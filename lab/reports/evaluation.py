@@ -1,0 +1,233 @@
+"""Rows about a candidate evaluation (``run.evaluation``): the headline, the candidate's
+identity and build, the instrument check, clauses over repetitions, untraced timing,
+unnecessary-work diagnostics and the frozen files.
+
+    evaluation_headline(run.evaluation)        # "Candidate evaluation eval-...: FAIL — ..."
+    evaluation_clause_table(run.evaluation)    # Table: clause | requirement | outcomes | claim
+    evaluation_timing_table(run.evaluation)    # medians and the stored candidate/baseline ratio
+"""
+
+from __future__ import annotations
+
+from lab.evaluate.model import BuildRecord, Evaluation
+from lab.model import CLAUSE_TITLES, CLAUSES
+from lab.reports.repetitions import clause_counts_cell, repetition_wording
+from lab.reports.table import (
+    NOT_OBSERVED,
+    NOT_RECORDED,
+    Table,
+    fmt,
+    fmt_ratio,
+    fmt_seconds,
+    fmt_spread,
+)
+
+EVALUATION_EXIT_STATEMENT = (
+    "For this candidate evaluation, the exit status is 0 only if every contract clause "
+    "passed in every repetition of every condition; intermediate errors are kept as evidence "
+    "but never decide it. The seeded scenarios in this report are the instrument check that "
+    "ran first; they fail clauses on purpose."
+)
+
+
+#: untraced timing metrics of ``lab.evaluate.timing.alternate``, in report order
+TIMING_METRICS: tuple[tuple[str, str], ...] = (
+    ("first_backup_wall", "first backup, wall"),
+    ("first_backup_cpu", "first backup, CPU"),
+    ("unchanged_wall", "unchanged second run, wall"),
+    ("unchanged_cpu", "unchanged second run, CPU"),
+)
+
+DIAGNOSTIC_HEADER: tuple[str, ...] = (
+    "condition",
+    "rep.",
+    "inv.",
+    "source bytes read",
+    "read / file size",
+    "hash_file entries",
+    "untraced CPU",
+    "collectors missing",
+)
+
+
+def evaluation_headline(evaluation: Evaluation | None) -> str | None:
+    """One line for the top of the report: the candidate's verified result, k/N per clause."""
+    if evaluation is None:
+        return None
+    line = f"Candidate evaluation {fmt(evaluation.evaluation_id)}: {evaluation.status.upper()}"
+    if evaluation.status_reason:
+        line += f" — {evaluation.status_reason}"
+    if evaluation.clauses:
+        parts = [
+            f"{c} {evaluation.clauses[c].passed}/{evaluation.clauses[c].total}"
+            for c in sorted(evaluation.clauses)
+        ]
+        line += ". Passed per clause: " + ", ".join(parts)
+    return line + "."
+
+
+def evaluation_refusal(evaluation: Evaluation) -> str | None:
+    """The sentence to put in front of everything when the lab refused to judge."""
+    if evaluation.status != "refused":
+        return None
+    why = evaluation.status_reason or "no reason recorded"
+    return f"The lab refused to judge this candidate: {why}."
+
+
+def evaluation_identity(evaluation: Evaluation) -> list[tuple[str, str]]:
+    status = fmt(evaluation.status)
+    if evaluation.status_reason:
+        status += f" ({evaluation.status_reason})"
+    frozen, candidate = evaluation.frozen, evaluation.candidate
+    rows = [
+        ("evaluation id", fmt(frozen.evaluation_id)),
+        ("status", status),
+        ("lab version", fmt(frozen.lab_version)),
+        ("repetitions", fmt(frozen.repetitions)),
+        ("candidate kind", fmt(candidate.kind)),
+        ("candidate input", fmt(candidate.input_name)),
+        ("candidate input SHA-256", fmt(candidate.input_sha256)),
+        ("candidate binary SHA-256", fmt(candidate.binary_sha256)),
+        ("build status", fmt(candidate.build.status)),
+        *_build_rows(candidate.build),
+    ]
+    check = evaluation.instrument_check
+    if check is not None:
+        caught = check.caught
+        detail = "; ".join(
+            f"{name}: " + ", ".join(f"{c} {caught[name][c]}" for c in sorted(caught[name]))
+            for name in sorted(caught)
+        )
+        verdict = "caught the seeded defects" if check.ok else "did NOT catch the seeded defects"
+        rows.append(("instrument check", f"{verdict} ({detail or NOT_RECORDED})"))
+    contract = evaluation.client_contract
+    if contract is not None:
+        if contract.honoured:
+            rows.append(("client contract v1", "honoured in every invocation"))
+        else:
+            first = "; ".join(
+                f"{v.condition} r{v.repetition} {v.pass_name} inv {v.invocation}: {v.problem}"
+                for v in contract.violations[:3]
+            )
+            rows.append(
+                (
+                    "client contract v1",
+                    f"NOT honoured: {fmt(contract.violation_count)} violation(s); {first}",
+                )
+            )
+    for key, value in (("fixture", frozen.fixture.to_dict()), ("limits", frozen.limits.to_dict())):
+        rows.append((key, "; ".join(f"{k}: {fmt(value[k])}" for k in sorted(value))))
+    return rows
+
+
+def _build_rows(build: BuildRecord) -> list[tuple[str, str]]:
+    """The build's steps, one row per recorded figure (in the order the report always had)."""
+    patch, make = build.patch, build.make
+    rows: list[tuple[str, object]] = []
+    if make is not None:
+        rows += [("duration s", make.duration_s), ("exit status", make.exit_status)]
+        rows += [("log", make.log)]
+    if patch is not None:
+        rows += [("patch applied in", patch.applied_in)]
+        rows += [("patch exit status", patch.exit_status)]
+    if make is not None:
+        rows += [("stderr", make.stderr), ("timed out", make.timed_out)]
+    if build.why is not None:
+        rows.append(("why", build.why))
+    return [(f"build {label}", fmt(value)) for label, value in rows]
+
+
+def evaluation_frozen_files(evaluation: Evaluation) -> Table | None:
+    files = evaluation.frozen.files
+    if not files:
+        return None
+    rows = [[name, str(files[name])] for name in sorted(files)]
+    notes = ["Hashed before the candidate ran; together they define the evaluation id."]
+    return Table(["frozen file", "SHA-256"], rows, notes)
+
+
+def evaluation_timing_table(evaluation: Evaluation) -> Table | None:
+    """Untraced medians per client, and the candidate/baseline ratio the timing stored."""
+    timing = evaluation.timing
+    if timing is None:
+        return None
+    base = timing.clients.get("baseline")
+    cand = timing.clients.get("candidate")
+    ratios = timing.ratio or {}
+    rows = [
+        [
+            label,
+            fmt_spread(base.spreads.get(metric) if base else None),
+            fmt_spread(cand.spreads.get(metric) if cand else None),
+            fmt_ratio(ratios.get(metric)),
+        ]
+        for metric, label in TIMING_METRICS
+    ]
+    exits = [
+        f"{name}: {fmt(timing.clients[name].nonzero_exits)}"
+        for name in ("baseline", "candidate")
+        if name in timing.clients
+    ]
+    notes = [
+        f"Untraced runs, {fmt(timing.rounds)} rounds, clients alternated. "
+        "Ratio = candidate median / baseline median; below 1.00x the candidate is faster; "
+        "N/A where undefined.",
+        f"Method: {fmt(timing.method)}.",
+    ]
+    if exits:
+        notes.append("Runs that exited non-zero: " + "; ".join(exits) + ".")
+    return Table(
+        ["untraced timing", "baseline median (range)", "candidate median (range)", "ratio"],
+        rows,
+        notes,
+    )
+
+
+def evaluation_clause_table(evaluation: Evaluation) -> Table | None:
+    clauses = evaluation.clauses
+    if clauses is None:
+        return None
+    rows = []
+    for c in CLAUSES:
+        counts = clauses.get(c)
+        if counts is None:
+            rows.append([c, CLAUSE_TITLES[c], NOT_RECORDED, NOT_RECORDED])
+            continue
+        n = counts.total
+        cell = clause_counts_cell(counts.to_dict(), n)
+        rows.append([c, CLAUSE_TITLES[c], cell, repetition_wording(counts.passed, n)])
+    return Table(["clause", "requirement", "outcomes", "claim supported"], rows)
+
+
+def evaluation_diagnostics_table(evaluation: Evaluation) -> Table | None:
+    """Unnecessary-work diagnostics (traced passes): no threshold, kept apart from timing."""
+    if not evaluation.diagnostics:
+        return None
+    rows = [
+        [
+            fmt(row.condition),
+            fmt(row.repetition),
+            fmt(row.invocation),
+            _observed(row.source_bytes_read),
+            _observed(row.read_ratio),
+            _observed(row.hash_file_calls),
+            NOT_RECORDED if row.cpu_s_untraced is None else fmt_seconds(row.cpu_s_untraced),
+            fmt(list(row.missing)) if row.missing else "-",
+        ]
+        for row in evaluation.diagnostics
+    ]
+    notes = [
+        "From traced passes: diagnostics of unnecessary work, with no threshold; they are "
+        "not timings. 'not observed' means the collector named in the last column did not run."
+    ]
+    return Table(list(DIAGNOSTIC_HEADER), rows, notes)
+
+
+def _observed(value: float | None) -> str:
+    """A traced figure: "not observed" where its collector did not run, never a zero."""
+    return NOT_OBSERVED if value is None else fmt(value)
+
+
+def evaluation_other_rows(evaluation: Evaluation) -> list[tuple[str, str]]:
+    """Recorded fields the model does not know, so that nothing recorded is hidden."""
+    return [(k, fmt(evaluation.extra[k])) for k in sorted(evaluation.extra)]

@@ -1,0 +1,270 @@
+"""The PDF report's building blocks: page geometry, colours, paragraph styles, and the
+flowables every section is made of (wrapped paragraphs, tables whose header repeats on every
+page, verbatim boxes, label/value pairs), and the document itself (outline entries, footer,
+the date pinned to the run's finish so that the same run gives the same bytes).
+
+    flow = [heading("Observers", 0), para("Collectors used: ...", "body")]
+    flow += table_flow(observer_table(run), [55, 65, 150, WIDTH - 270])
+    flow += pairs(identity_rows(run))
+
+Only the 14 standard PDF fonts are used (nothing embedded, nothing read from the host), and
+every table cell is a wrapped paragraph so that no text runs off the page.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+from xml.sax.saxutils import escape
+
+from reportlab.lib import colors
+from reportlab.lib.enums import TA_LEFT
+from reportlab.lib.pagesizes import A4
+from reportlab.lib.styles import ParagraphStyle
+from reportlab.lib.units import mm
+from reportlab.pdfgen.canvas import Canvas
+from reportlab.platypus import (
+    Flowable,
+    Paragraph,
+    Preformatted,
+    SimpleDocTemplate,
+    Spacer,
+    Table,
+    TableStyle,
+)
+
+from lab.reports.table import Table as ReportTable
+
+PAGE = A4
+MARGIN = 16 * mm
+WIDTH = PAGE[0] - 2 * MARGIN
+
+
+#: Verdict colours: pass green, fail red, not-observed amber, not-exercised grey-blue (never
+#: mistaken for a pass or a fail).
+OUTCOME_FILL = {
+    "pass": colors.HexColor("#C8E6C9"),
+    "fail": colors.HexColor("#F4B6B6"),
+    "not-observed": colors.HexColor("#FFE0B2"),
+    "not-exercised": colors.HexColor("#CFD8DC"),
+}
+MISMATCH_EDGE = colors.HexColor("#B00020")
+HEADER_FILL = colors.HexColor("#E3E8EF")
+GRID = colors.HexColor("#9AA5B1")
+
+
+STYLES: dict[str, ParagraphStyle] = {
+    "title": ParagraphStyle(
+        "title", fontName="Helvetica-Bold", fontSize=16, leading=20, spaceAfter=6
+    ),
+    "h1": ParagraphStyle(
+        "h1", fontName="Helvetica-Bold", fontSize=13, leading=16, spaceBefore=8, spaceAfter=5
+    ),
+    "h2": ParagraphStyle(
+        "h2", fontName="Helvetica-Bold", fontSize=10, leading=13, spaceBefore=7, spaceAfter=3
+    ),
+    "body": ParagraphStyle(
+        "body", fontName="Helvetica", fontSize=8.5, leading=11, spaceAfter=4, alignment=TA_LEFT
+    ),
+    "strong": ParagraphStyle(
+        "strong", fontName="Helvetica-Bold", fontSize=9, leading=12, spaceAfter=4
+    ),
+    "note": ParagraphStyle(
+        "note",
+        fontName="Helvetica-Oblique",
+        fontSize=7.5,
+        leading=9.5,
+        spaceAfter=4,
+        textColor=colors.HexColor("#333333"),
+    ),
+    "cell": ParagraphStyle("cell", fontName="Helvetica", fontSize=7, leading=8.6),
+    "cellhead": ParagraphStyle("cellhead", fontName="Helvetica-Bold", fontSize=7, leading=8.6),
+    "mono": ParagraphStyle("mono", fontName="Courier", fontSize=6.4, leading=8.2),
+    "pre": ParagraphStyle("pre", fontName="Courier", fontSize=8, leading=10),
+    "box": ParagraphStyle(
+        "box",
+        fontName="Helvetica-Bold",
+        fontSize=9,
+        leading=12,
+        borderColor=colors.HexColor("#B00020"),
+        borderWidth=1,
+        borderPadding=6,
+        backColor=colors.HexColor("#FFF4F4"),
+        spaceBefore=6,
+        spaceAfter=10,
+    ),
+}
+
+
+def para(value: str, style: str = "cell") -> Paragraph:
+    return Paragraph(escape(value).replace("\n", "<br/>"), STYLES[style])
+
+
+def heading(value: str, level: int) -> Paragraph:
+    para = Paragraph(escape(value), STYLES["h1" if level == 0 else "h2"])
+    para._outline_level = level
+    return para
+
+
+def _is_digest(value: str) -> bool:
+    return len(value) >= 40 and all(c in "0123456789abcdef:sha" for c in value)
+
+
+def grid(
+    header: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    widths: Sequence[float],
+    extra: Sequence[tuple[Any, ...]] = (),
+    first_column_bold: bool = False,
+    colour_outcomes: bool = False,
+) -> Table:
+    """A table of wrapped paragraphs whose header repeats on every page it spans; a cell
+    holding exactly an outcome word gets that outcome's colour."""
+    data: list[list[Flowable]] = [[para(h, "cellhead") for h in header]]
+    fills: list[tuple[Any, ...]] = []
+    for r, row in enumerate(rows, start=1):
+        cells: list[Flowable] = []
+        for i, value in enumerate(row):
+            if colour_outcomes and i > 0 and value in OUTCOME_FILL:
+                fills.append(("BACKGROUND", (i, r), (i, r), OUTCOME_FILL[value]))
+            style = (
+                "mono"
+                if _is_digest(value)
+                else ("cellhead" if i == 0 and first_column_bold else "cell")
+            )
+            cells.append(para(value, style))
+        data.append(cells)
+    table = Table(data, colWidths=list(widths), repeatRows=1)
+    table.setStyle(
+        TableStyle(
+            [
+                ("BACKGROUND", (0, 0), (-1, 0), HEADER_FILL),
+                ("GRID", (0, 0), (-1, -1), 0.4, GRID),
+                ("VALIGN", (0, 0), (-1, -1), "TOP"),
+                ("LEFTPADDING", (0, 0), (-1, -1), 3),
+                ("RIGHTPADDING", (0, 0), (-1, -1), 3),
+                ("TOPPADDING", (0, 0), (-1, -1), 2),
+                ("BOTTOMPADDING", (0, 0), (-1, -1), 2),
+                *fills,
+                *extra,
+            ]
+        )
+    )
+    return table
+
+
+def table_flow(
+    table: ReportTable, widths: Sequence[float] | None = None, *, colour_outcomes: bool = False
+) -> list[Flowable]:
+    flow: list[Flowable] = []
+    if table.rows:
+        flow.append(
+            grid(
+                table.header,
+                table.rows,
+                widths or even_widths(table.header),
+                first_column_bold=True,
+                colour_outcomes=colour_outcomes,
+            )
+        )
+        flow.append(Spacer(1, 8))
+    flow += [para(note, "note") for note in table.notes]
+    return flow
+
+
+def verbatim(block: str) -> Table:
+    """Raw probe output, verbatim, in a shaded box (Preformatted alone draws no background)."""
+    box = Table([[Preformatted(block, STYLES["pre"])]], colWidths=[WIDTH * 0.6])
+    box.setStyle(
+        TableStyle(
+            [
+                ("BACKGROUND", (0, 0), (-1, -1), colors.HexColor("#F2F2F2")),
+                ("BOX", (0, 0), (-1, -1), 0.4, GRID),
+                ("LEFTPADDING", (0, 0), (-1, -1), 6),
+            ]
+        )
+    )
+    box.hAlign = "LEFT"
+    return box
+
+
+def even_widths(header: Sequence[str], first: float = 120.0) -> list[float]:
+    """A wide first (label) column, the rest shared equally."""
+    if len(header) == 1:
+        return [WIDTH]
+    first = min(first, WIDTH / len(header) * 1.6)
+    rest = (WIDTH - first) / (len(header) - 1)
+    return [first] + [rest] * (len(header) - 1)
+
+
+def pairs(rows: Sequence[tuple[str, str]], label: float = 130.0) -> list[Flowable]:
+    return [
+        grid(
+            ["item", "value"],
+            [list(r) for r in rows],
+            [label, WIDTH - label],
+            first_column_bold=True,
+        ),
+        Spacer(1, 6),
+    ]
+
+
+class Document(SimpleDocTemplate):  # type: ignore[misc]
+    """Adds a PDF outline entry for every section heading (deterministic keys)."""
+
+    def afterFlowable(self, flowable: Flowable) -> None:
+        level = getattr(flowable, "_outline_level", None)
+        if level is None:
+            return
+        key = f"section-{self.seq.nextf('outline')}"
+        self.canv.bookmarkPage(key)
+        self.canv.addOutlineEntry(flowable.getPlainText(), key, level=level, closed=level > 0)
+
+
+def epoch_of(stamp: str) -> int | None:
+    """RFC 3339 ``finished_at`` as seconds since the epoch, or None if it does not parse."""
+    try:
+        when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return int(when.timestamp())
+
+
+@contextmanager
+def document_date(epoch: int | None) -> Iterator[None]:
+    """Pin reportlab's clock to the run's finish for the duration of one build.
+
+    reportlab seeds both the document date and the /ID digest from ``SOURCE_DATE_EPOCH``
+    when it is set (and from 2000-01-01 in invariant mode when it is not), so setting it to
+    the run's own finish time makes the PDF depend on the run alone, whatever the caller's
+    environment holds. The previous value is restored afterwards.
+    """
+    saved = os.environ.get("SOURCE_DATE_EPOCH")
+    if epoch is None:
+        os.environ.pop("SOURCE_DATE_EPOCH", None)
+    else:
+        os.environ["SOURCE_DATE_EPOCH"] = str(epoch)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("SOURCE_DATE_EPOCH", None)
+        else:
+            os.environ["SOURCE_DATE_EPOCH"] = saved
+
+
+def footer(run_id: str) -> Callable[[Canvas, Any], None]:
+    def draw(canvas: Canvas, doc: Any) -> None:
+        canvas.saveState()
+        canvas.setFont("Helvetica", 7)
+        canvas.setFillColor(colors.HexColor("#555555"))
+        canvas.drawString(MARGIN, MARGIN - 2, f"Execution Evidence Lab - run {run_id}")
+        canvas.drawRightString(PAGE[0] - MARGIN, MARGIN - 2, f"page {doc.page}")
+        canvas.restoreState()
+
+    return draw

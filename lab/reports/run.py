@@ -1,0 +1,237 @@
+"""Rows and sentences about the run as a whole: the exit-status statement, the calibration
+sentence, the run's identity, the observers and what each cannot see, the verdict matrix.
+
+    calibration_statement(run.calibration)   # "41 of 44 expectations met, ..."
+    identity_rows(run)                       # [("run id", "..."), ("git commit", ...), ...]
+    observer_table(run)                      # Table: observer | status | reason | limits
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from lab.model import (
+    OBSERVERS,
+    PROCESS_COLLECTORS,
+    Calibration,
+    RunResult,
+    ScenarioResult,
+    Verdict,
+)
+from lab.reports.table import NOT_RECORDED, Table, fmt
+
+#: The article's warning, kept as the report's own sentence: the runner's exit status speaks
+#: about the instrument, not about the backups.
+EXIT_STATUS_STATEMENT = (
+    "The runner's exit status is not a statement that every backup was correct. "
+    "Exit status 0 means that every scenario executed and the instrument's observations "
+    "matched the scenario expectations, including the scenarios that are expected to fail "
+    "clauses. Read each scenario's independent verification result below."
+)
+
+
+#: What each observer cannot see (from the first seed article and the brief).
+OBSERVER_LIMITS: dict[str, str] = {
+    "client": (
+        "The client's own claim (exit status, events). It is what is being checked: it is "
+        "never evidence for C1-C5, and C6 compares it with the verifier."
+    ),
+    "receiver": (
+        "Counts payload bytes the application consumed and its own decisions. A successful "
+        "send can hand data to the kernel before the receiver consumes it, so these counts "
+        "differ from packet payload counts."
+    ),
+    "decoy": (
+        "Records only connections that reach its own port. It cannot see other destinations; "
+        "those need the syscall trace, eBPF or the packet capture."
+    ),
+    "verifier": (
+        "Compares the receiver's saved file with the source by SHA-256. It does not exercise "
+        "a separate restore command or prove survival through power loss."
+    ),
+    "strace": (
+        "Counts logical reads of the source file, not physical disk traffic: the kernel may "
+        "serve them from memory. Tracing slows the client, so traced timings include the "
+        "tracer's overhead."
+    ),
+    "bpftrace": (
+        "An entry counter shows that control reached a function, not that the function "
+        "returned a correct answer. Read and send counters cover all of the client's "
+        "descriptors, not only the source file or the upload payload."
+    ),
+    "perf": (
+        "Sampling, not a recording of every instruction: short-lived activity can be missed "
+        "and an unsampled function may still have run. The recorded CPU time includes "
+        "collector overhead."
+    ),
+    "packets": (
+        "Sees traffic at the capture point only (loopback, the fixture ports). Zero kernel "
+        "drops is loss accounting, not proof that every packet was seen. Payload bytes on "
+        "the wire include retries and differ from bytes the receiver consumed."
+    ),
+}
+
+
+GENERAL_LIMITS: tuple[str, ...] = (
+    "The observers are separate from the client's reporting, but they share a host with it "
+    "and were built as part of the same project: this is not an independent third-party "
+    "audit.",
+    "Tracing changes execution. Traced passes are not performance benchmarks; timing "
+    "comparisons use the untraced pass (collector none).",
+    "Observations of one scenario come from separate passes (one process collector per "
+    "pass): they corroborate each other; they are not one combined trace.",
+    "The timeline aligns client claims, receiver events and verifier checks; kernel and CPU "
+    "traces are separate artifacts with their own clocks.",
+    "The seeded behaviors check the instrument. They do not measure how often an agent "
+    "introduces such defects.",
+    "The fixture omits TLS, compression, multi-file snapshots and source changes during transfer.",
+)
+
+
+#: Environment keys never shown in a report (identifying the host is not evidence).
+HIDDEN_ENVIRONMENT_KEYS = frozenset({"hostname", "host", "user", "username", "home", "cwd"})
+
+
+def calibration_statement(cal: Calibration) -> str:
+    return (
+        f"{cal.met} of {cal.total} expectations met, {cal.not_met} not met, "
+        f"{cal.not_observed} not observed"
+    )
+
+
+def run_status_statement(run: RunResult) -> str:
+    """What the runner's exit status reflects for this run, in words."""
+    executed = "yes" if run.executed else "no"
+    calibrated = "yes" if run.calibrated else "no"
+    return (
+        f"Every scenario executed: {executed}. Observations that disagree with their "
+        f"expectation: {run.calibration.not_met}. The instrument matched every expectation "
+        f"it could observe: {calibrated}."
+    )
+
+
+def signing_statement(signing: Mapping[str, Any]) -> str | None:
+    """The plain sentence a reviewer needs about the key, or None when nothing to say."""
+    if not signing:
+        return (
+            "The signing identity was not recorded when this report was written; check "
+            "SHA256SUMS.sig against the public key shipped with the archive."
+        )
+    if signing.get("ephemeral"):
+        return (
+            "The signing key was generated for this run only (ephemeral): the signature shows "
+            "the archive has not changed since it was signed, but authenticity - who produced "
+            "it - is not established."
+        )
+    return None
+
+
+def scenario_label(scenario: ScenarioResult, run: RunResult) -> str:
+    """The scenario's name, with its repetition when the name occurs more than once."""
+    same = sum(1 for s in run.scenarios if s.name == scenario.name)
+    return scenario.name if same <= 1 else f"{scenario.name} #{scenario.repetition}"
+
+
+def identity_rows(run: RunResult) -> list[tuple[str, str]]:
+    env = run.environment
+    rows: list[tuple[str, str]] = [
+        ("run id", run.run_id),
+        ("started", run.started_at),
+        ("finished", run.finished_at),
+        ("git commit", fmt(env.get("git_commit"))),
+    ]
+    image = env.get("image")
+    if isinstance(image, Mapping):
+        rows.append(("container image", "; ".join(f"{k}: {fmt(image[k])}" for k in sorted(image))))
+    elif image is None and "image" in env:
+        rows.append(("container image", "not run in a container"))
+    else:
+        rows.append(("container image", fmt(image)))
+    rows += [
+        ("client binary SHA-256", fmt(env.get("client_sha256"))),
+        ("kernel", fmt(env.get("kernel"))),
+        ("CPU model", fmt(env.get("cpu_model"))),
+    ]
+    tools = env.get("tool_versions")
+    if isinstance(tools, Mapping) and tools:
+        rows.append(("tool versions", "; ".join(f"{k} {fmt(tools[k])}" for k in sorted(tools))))
+    else:
+        rows.append(("tool versions", NOT_RECORDED))
+    known = {"git_commit", "image", "client_sha256", "kernel", "cpu_model", "tool_versions"}
+    for key in sorted(env):
+        if key in known or key.lower() in HIDDEN_ENVIRONMENT_KEYS:
+            continue
+        rows.append((key.replace("_", " "), fmt(env[key])))
+    rows.append(("collectors used", collectors_used(run)))
+    rows.append(("collectors unavailable", collectors_unavailable(run)))
+    for key in sorted(run.options):
+        rows.append((f"option {key}", fmt(run.options[key])))
+    signing = run.signing
+    rows.append(("signing key fingerprint", fmt(signing.get("fingerprint"))))
+    if "keynum" in signing:
+        rows.append(("signing key number", fmt(signing.get("keynum"))))
+    if "ephemeral" in signing:
+        rows.append(("ephemeral signing key", fmt(bool(signing.get("ephemeral")))))
+    return rows
+
+
+def collectors_used(run: RunResult) -> str:
+    """The passes that ran, and whether packet capture ran beside them."""
+    ran = {p.collector for s in run.scenarios for p in s.passes}
+    order = ("none", *PROCESS_COLLECTORS)
+    collectors = [c for c in order if c in ran] + sorted(ran - set(order))
+    if not collectors:
+        return "none (no pass ran)"
+    words = [("none (untraced)" if c == "none" else c) for c in collectors]
+    captured = any(
+        "packets" in inv.observed for s in run.scenarios for p in s.passes for inv in p.invocations
+    )
+    text = ", ".join(words)
+    return text + ("; packet capture beside the passes" if captured else "; no packet capture")
+
+
+def collectors_unavailable(run: RunResult) -> str:
+    missing = [
+        f"{name}: {status.reason or 'no reason recorded'}"
+        for name, status in sorted(run.observers.items())
+        if not status.available
+    ]
+    return "; ".join(missing) if missing else "none"
+
+
+def observer_table(run: RunResult) -> Table:
+    rows: list[list[str]] = []
+    names = [n for n in OBSERVERS if n in run.observers] + sorted(
+        n for n in run.observers if n not in OBSERVERS
+    )
+    for name in names:
+        status = run.observers[name]
+        detail = "; ".join(f"{k}: {fmt(status.detail[k])}" for k in sorted(status.detail))
+        why = status.reason or ""
+        rows.append(
+            [
+                name,
+                "available" if status.available else "UNAVAILABLE",
+                "; ".join(x for x in (why, detail) if x) or "-",
+                OBSERVER_LIMITS.get(name, NOT_RECORDED),
+            ]
+        )
+    for name in OBSERVERS:
+        if name not in run.observers and name in ("client", "receiver", "decoy", "verifier"):
+            rows.append([name, "always (part of the lab)", "-", OBSERVER_LIMITS[name]])
+    return Table(["observer", "status", "reason / detail", "what it cannot see"], rows)
+
+
+def matrix_cell(verdict: Verdict | None) -> str:
+    """Plain-text matrix cell: observed outcome, then the expectation when it differs."""
+    if verdict is None:
+        return NOT_RECORDED
+    if verdict.expected is None:
+        return f"{verdict.observed} (no expectation)"
+    agrees = verdict.agrees
+    if agrees is None:
+        return f"{verdict.observed} (expected {verdict.expected})"
+    if agrees:
+        return f"{verdict.observed} = expected"
+    return f"{verdict.observed} - MISMATCH, expected {verdict.expected}"

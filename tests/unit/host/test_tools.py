@@ -1,0 +1,84 @@
+"""lab.host.tools: the one tool -> Debian package table, readable by a bare python3."""
+
+from __future__ import annotations
+
+import ast
+import runpy
+import subprocess
+import sys
+
+import pytest
+
+from lab.errors import ToolMissingError
+from lab.host import procs, tools
+from tests.conftest import ROOT
+
+TOOLS_FILE = ROOT / "lab" / "host" / "tools.py"
+#: what .ci/run installed before the table existed, plus what the sandbox needs
+CI_PACKAGES = [
+    "gcc",
+    "make",
+    "libc6-dev",
+    "libssl-dev",
+    "openssl",
+    "binutils",
+    "patch",
+    "git",
+    "strace",
+    "bpftrace",
+    "linux-perf",
+    "tcpdump",
+    "signify-openbsd",
+    "minisign",
+    "poppler-utils",
+    "docker.io",
+    "debootstrap",
+    "ca-certificates",
+    "iproute2",
+    "procps",
+    "bubblewrap",
+    "util-linux",
+]
+
+
+def test_every_ci_package_is_in_the_table() -> None:
+    assert set(CI_PACKAGES) <= set(tools.all_packages())
+    assert tools.all_packages() == sorted(set(tools.all_packages()))
+
+
+def test_sandbox_tools_name_their_packages() -> None:
+    assert tools.package_for("bwrap") == "bubblewrap"
+    for tool in ("setpriv", "unshare", "nsenter"):
+        assert tools.package_for(tool) == "util-linux"
+    assert tools.package_for("no-such-tool") is None
+
+
+def test_the_module_imports_nothing() -> None:
+    """.ci/run reads it before the lab's dependencies (or the lab) are installed."""
+    tree = ast.parse(TOOLS_FILE.read_text())
+    imports = [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
+    assert all(isinstance(n, ast.ImportFrom) and n.module == "__future__" for n in imports)
+
+
+def test_a_bare_python_prints_the_apt_line() -> None:
+    done = subprocess.run(
+        [sys.executable, "-I", str(TOOLS_FILE)], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split() == tools.all_packages()
+
+
+def test_ci_and_nox_read_the_table() -> None:
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "python3 -I lab/host/tools.py" in ci
+    assert "linux-perf" not in ci and "signify-openbsd" not in ci  # no second list
+    loaded = runpy.run_path(str(TOOLS_FILE))
+    assert loaded["host_tools"]() == tools.host_tools()
+    assert "docker" not in tools.host_tools()  # lab.build installs the engine
+    nox_text = (ROOT / "noxfile.py").read_text()
+    assert "lab/host/tools.py" in nox_text.replace('" / "', "/") and "linux-perf" not in nox_text
+
+
+def test_missing_tool_names_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(procs, "which", lambda tool: None)
+    with pytest.raises(ToolMissingError, match="'linux-perf'"):
+        procs.require_tool("perf")
