@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -51,16 +52,25 @@ def test_an_unknown_collector_is_a_usage_error() -> None:
         plan_passes("dtrace", observers())
 
 
+#: what the replaced doctor.check was last asked to probe
+ASKED: dict[str, list[str] | None] = {}
+
+
 # --- setup ------------------------------------------------------------------------------------
 @pytest.fixture
 def probed(monkeypatch: pytest.MonkeyPatch) -> dict[str, ObserverStatus]:
     """doctor.check replaced: the observers are whatever the test puts in this dict."""
     found = observers()
+    asked: dict[str, list[str] | None] = {}
 
-    def check(mount: bool = True) -> doctor.Doctor:
+    def check(
+        mount: bool = True, collectors: list[str] | None = None, sandbox: bool = False
+    ) -> doctor.Doctor:
+        asked["collectors"] = collectors
         return doctor.Doctor(dict(found), {"kernel_release": "6.1"}, ["mounted tracefs"])
 
     monkeypatch.setattr(doctor, "check", check)
+    monkeypatch.setattr(sys.modules[__name__], "ASKED", asked)
     return found
 
 
@@ -71,6 +81,15 @@ def test_setup_plans_and_says_what_it_did(probed: dict[str, ObserverStatus]) -> 
     assert prepared.passes == ["none", "strace", "bpftrace", "perf"]
     assert prepared.skipped == {"packets": "packet capture off (--packets off)"}
     assert prepared.signer is None and prepared.facts == {"kernel_release": "6.1"}
+    # only what the run uses is probed (packet capture is off here)
+    assert ASKED["collectors"] == ["strace", "bpftrace", "perf"]
+
+
+def test_setup_probes_only_the_collector_asked_for(probed: dict[str, ObserverStatus]) -> None:
+    setup("none", "off", archive=False, say=lambda _: None)
+    assert ASKED["collectors"] == []
+    setup("perf", "best-effort", archive=False, say=lambda _: None)
+    assert ASKED["collectors"] == ["perf", "packets"]
 
 
 def test_unavailable_capture_is_skipped_or_refused(probed: dict[str, ObserverStatus]) -> None:
@@ -97,8 +116,8 @@ def test_without_a_key_the_run_is_signed_with_an_ephemeral_one(
 @pytest.mark.parametrize(
     ("change", "error", "needle"),
     [
-        ({"repetitions": 0}, UsageError, "--repetitions must be at least 1"),
-        ({"size": 0}, UsageError, "--size must be at least 1 byte"),
+        ({"repetitions": 0}, UsageError, "--repetitions 0 must be between 1 and"),
+        ({"size": 0}, UsageError, "--size 0 must be between 1 byte and"),
         ({"names": ["no-such-scenario"]}, ScenarioError, "no such scenario"),
     ],
 )

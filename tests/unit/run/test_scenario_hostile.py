@@ -21,7 +21,7 @@ from lab.run import scenario
 from lab.run.scenario_yaml import MAX_BYTES
 from lab.schemas import scenario_schema, validate_scenario
 from tests.conftest import ROOT
-from tests.unit.test_scenario import GOOD, write
+from tests.unit.run.test_scenario import GOOD, write
 
 SHIPPED = sorted([*ROOT.glob("scenarios/*.yaml"), *ROOT.glob("scenarios/candidate/*.yaml")])
 

@@ -32,7 +32,7 @@ from lab.run.receiver import (
     summarize_decoy,
 )
 from tests.conftest import ROOT
-from tests.unit.test_receiver import DIGEST, PAYLOAD, put, talk
+from tests.unit.run.test_receiver import DIGEST, PAYLOAD, put, talk
 
 OLD = b"the older backup\n" * 64
 NEW = b"the newer backup\n" * 96

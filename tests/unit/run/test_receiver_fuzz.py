@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from lab.run import protocol
 from lab.run.receiver import Fault, Limits, Receiver, saved_backup
-from tests.unit.test_receiver import read_answer
+from tests.unit.run.test_receiver import read_answer
 
 EXAMPLES = 10_000
 ANSWER = re.compile(
