@@ -115,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--size", type=_size, default=524_288)
     ev.add_argument("--local", action="store_true", help="build on the host, not in the image")
     ev.add_argument("--out", type=Path, default=Path("artifacts"))
-    ev.add_argument("--timeout", type=float, default=60.0, help="per-invocation limit, s")
+    ev.add_argument("--timeout", type=float, default=30.0, help="per-invocation limit, s")
     ev.add_argument("--skip-calibration", action="store_true", help=argparse.SUPPRESS)
     return parser
 

@@ -42,6 +42,10 @@ COLLECTOR_CAPABILITIES: tuple[str, ...] = (
     "KILL",  # stop tcpdump, which then runs as another user
     "DAC_OVERRIDE",  # write into the invoking user's artifacts directory
     "CHOWN",  # hand the files written under artifacts/ back to the invoking user
+    # the client sandbox (lab/sandbox/, docs/container.md "The sandbox inside the container")
+    "NET_ADMIN",  # ip netns: bring loopback up in each pass's network namespace
+    "SYS_CHROOT",  # bwrap: chroot into the client's new root after pivot_root
+    "SETPCAP",  # capsh: drop every capability from the client's bounding set
 )
 #: capabilities that Docker Engine before 20.10.?? / runc without them reject by name
 NEWER_CAPABILITIES = ("BPF", "PERFMON")
@@ -53,6 +57,9 @@ KERNEL_MOUNTS: tuple[tuple[str, bool], ...] = (
     ("/sys/kernel/debug", False),  # debugfs: older kernels keep tracefs under it
     ("/lib/modules", True),  # kernel headers/modules for bpftrace on kernels without BTF
     ("/sys/kernel/btf", True),  # BTF: bpftrace's kernel type information
+    # cgroup v2, writable: one cgroup per client invocation (limits, kill, bpftrace's filter);
+    # with --cgroupns host the ids bpftrace sees are the ones the lab writes
+    ("/sys/fs/cgroup", False),
 )
 
 
@@ -90,6 +97,7 @@ def run_argv(
     PID namespace those never match and every filtered probe silently counts nothing.
     """
     argv = ["docker", "run", "--rm", "--init", "--pid", "host", "--network", "host"]
+    argv += ["--cgroupns", "host"]
     if options.interactive:
         argv += ["--interactive", "--tty"]
     if options.privileged:

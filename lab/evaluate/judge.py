@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from lab import __version__
-from lab.errors import UsageError
+from lab.errors import LabError, UsageError
 from lab.evaluate import timing
 from lab.evaluate.candidate import BUILD_TIMEOUT_S, build, prepare
 from lab.evaluate.model import (
@@ -42,6 +42,7 @@ from lab.evaluate.model import (
     Fixture,
     FrozenEvaluation,
     InstrumentCheck,
+    Timing,
 )
 from lab.evaluate.request import EvaluationRequest
 from lab.evidence.archive import ArchiveInfo
@@ -51,8 +52,19 @@ from lab.model import CLAUSES, RunResult, ScenarioResult
 from lab.run import scenario
 from lab.run.fixture import sha256_file
 from lab.run.options import check_count, check_run_options
-from lab.run.orchestrate import REPO, Setup, finish, make_result, new_run_id, run_plan, setup
+from lab.run.orchestrate import (
+    REPO,
+    Setup,
+    finish,
+    make_result,
+    new_run_id,
+    open_sandbox,
+    run_plan,
+    setup,
+    signing_key_paths,
+)
 from lab.run.runner import Plan
+from lab.sandbox import SandboxSettings
 
 CALIBRATION_SCENARIOS = ("false-success", "unexpected-egress")
 
@@ -104,18 +116,30 @@ def freeze(
     )
 
 
-def _all_passed(scenarios: list[ScenarioResult]) -> bool:
-    return bool(scenarios) and all(
-        s.verdicts.get(c) is not None and s.verdicts[c].observed == "pass"
-        for s in scenarios
-        for c in CLAUSES
-    )
+def failed_clauses(scenarios: list[ScenarioResult]) -> dict[str, str]:
+    """Clause -> why it did not pass the evaluation. A clause passes when it passed in every
+    repetition that exercised it and at least one did: ``not-exercised`` (the condition never
+    created the clause's situation) is neither a pass nor a fail, and a clause that no
+    condition exercised has not been shown to hold."""
+    why: dict[str, str] = {}
+    if not scenarios:
+        return {c: "no condition was judged" for c in CLAUSES}
+    for c in CLAUSES:
+        outcomes = [
+            s.verdicts[c].observed if c in s.verdicts else "not-observed" for s in scenarios
+        ]
+        bad = sorted({o for o in outcomes if o not in ("pass", "not-exercised")})
+        if bad:
+            why[c] = " and ".join(bad)
+        elif "pass" not in outcomes:
+            why[c] = "never exercised"
+    return why
 
 
 def clause_counts(scenarios: list[ScenarioResult]) -> dict[str, ClauseCounts]:
     """Each clause's outcomes over every repetition of every condition."""
     counts: dict[str, dict[str, int]] = {
-        c: {"pass": 0, "fail": 0, "not-observed": 0} for c in CLAUSES
+        c: {"pass": 0, "fail": 0, "not-observed": 0, "not-exercised": 0} for c in CLAUSES
     }
     for s in scenarios:
         for c in CLAUSES:
@@ -127,6 +151,7 @@ def clause_counts(scenarios: list[ScenarioResult]) -> dict[str, ClauseCounts]:
             passed=row["pass"],
             failed=row["fail"],
             not_observed=row["not-observed"],
+            not_exercised=row["not-exercised"],
             total=len(scenarios),
         )
         for c, row in counts.items()
@@ -147,13 +172,23 @@ def client_contract(results: list[ScenarioResult]) -> ClientContract:
         for s in results
         for p in s.passes
         for inv in p.invocations
-        for problem in inv.claim.contract_violations
+        for problem in [
+            *inv.claim.contract_violations,
+            *_lingering(inv.sandbox.lingering_count if inv.sandbox else 0),
+        ]
     ]
     return ClientContract(
         honoured=not violations,
         violations=tuple(violations[:50]),
         violation_count=len(violations),
     )
+
+
+def _lingering(count: int) -> list[str]:
+    """Contract v1: the client's work ends when it exits (nothing left running)."""
+    if not count:
+        return []
+    return [f"left {count} process(es) running after it exited (they were killed)"]
 
 
 def instrument_check(results: list[ScenarioResult]) -> InstrumentCheck:
@@ -232,6 +267,36 @@ def execute(request: EvaluationRequest, *, say: Callable[[str], None]) -> Evalua
     run_id = new_run_id("eval")
     run_dir = (request.out / run_id).resolve()
     run_dir.mkdir(parents=True)
+    run_dir.chmod(0o700)  # the evidence is for the lab and the reviewer, never the candidate
+    try:
+        # a candidate is untrusted code: it only ever runs in the sandbox, judged or timed
+        prepared.sandbox, prepared.sandbox_record = open_sandbox(
+            "required",
+            run_id,
+            settings=SandboxSettings(),
+            masked=signing_key_paths(),
+            log_path=run_dir / "commands.jsonl",
+        )
+    except LabError:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    try:
+        return _evaluate(request, prepared, frozen, run_id, run_dir, conditions, calibration, say)
+    finally:
+        prepared.close()
+
+
+def _evaluate(
+    request: EvaluationRequest,
+    prepared: Setup,
+    frozen: FrozenEvaluation,
+    run_id: str,
+    run_dir: Path,
+    conditions: list[scenario.Scenario],
+    calibration: list[scenario.Scenario],
+    say: Callable[[str], None],
+) -> EvaluationOutcome:
+    given = request.path
     frozen_json = json.dumps(frozen.to_dict(), indent=2, sort_keys=True) + "\n"
     (run_dir / "evaluation.json").write_text(frozen_json)
     say(
@@ -366,28 +431,35 @@ def _judge(
     clauses = clause_counts(results)
     contract = client_contract(results)
     rows = diagnostics(results, request.size)
-    say(f"Untraced timing: {request.timing_runs} rounds, candidate and baseline alternated…")
-    with tempfile.TemporaryDirectory(prefix="lab-timing-") as scratch:
-        timed = timing.alternate(
-            {"baseline": seeded, "candidate": binary},
-            rounds=request.timing_runs,
-            size=request.size,
-            workdir=Path(scratch),
-            log=procs.CommandLog(run_dir / "commands.jsonl", root=run_dir),
-            timeout=request.timeout_s,
+    hung = sum(1 for s in results for p in s.passes for inv in p.invocations if inv.claim.timed_out)
+    timed: Timing | None = None
+    timing_skipped: str | None = None
+    if hung:
+        # a candidate that hangs would only spend the rounds waiting for its time limit
+        timing_skipped = (
+            f"not timed: the candidate reached the {request.timeout_s:g} s limit in {hung} "
+            "judged invocation(s), so its timing would measure the limit"
         )
-    passed = _all_passed(results)
+        say(f"Untraced timing skipped: {timing_skipped}")
+    else:
+        say(f"Untraced timing: {request.timing_runs} rounds, candidate and baseline alternated…")
+        with tempfile.TemporaryDirectory(prefix="lab-timing-") as scratch:
+            timed = timing.alternate(
+                {"baseline": seeded, "candidate": binary},
+                rounds=request.timing_runs,
+                size=request.size,
+                workdir=Path(scratch),
+                log=procs.CommandLog(run_dir / "commands.jsonl", root=run_dir),
+                timeout=request.timeout_s,
+                sandbox=prepared.sandbox,
+            )
+    failed = failed_clauses(results)
+    passed = not failed
     reason: str | None = None
-    if not passed:
-        failed = sorted(
-            {
-                c
-                for s in results
-                for c in CLAUSES
-                if s.verdicts.get(c) and s.verdicts[c].observed != "pass"
-            }
+    if failed:
+        reason = "; ".join(f"{c}: {why}" for c, why in failed.items()) + (
+            " (a clause passes only when it passed in every repetition that exercised it)"
         )
-        reason = f"clause(s) {', '.join(failed)} did not pass in every repetition"
     judged = replace(
         record,
         status="pass" if passed else "fail",
@@ -397,5 +469,6 @@ def _judge(
         client_contract=contract,
         diagnostics=rows,
         timing=timed,
+        timing_skipped=timing_skipped,
     )
     return judged, cal_results + results

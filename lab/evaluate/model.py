@@ -245,12 +245,19 @@ class ClauseCounts:
     failed: int
     not_observed: int
     total: int
+    #: repetitions whose scenario never created the clause's situation (never a pass)
+    not_exercised: int = 0
+
+    @property
+    def exercised(self) -> int:
+        return self.total - self.not_exercised
 
     def to_dict(self) -> dict[str, int]:
         return {
             "pass": self.passed,
             "fail": self.failed,
             "not-observed": self.not_observed,
+            "not-exercised": self.not_exercised,
             "total": self.total,
         }
 
@@ -260,6 +267,7 @@ class ClauseCounts:
             passed=int(data["pass"]),
             failed=int(data["fail"]),
             not_observed=int(data["not-observed"]),
+            not_exercised=int(data.get("not-exercised", 0)),  # records before it existed
             total=int(data["total"]),
         )
 
@@ -457,6 +465,8 @@ class Evaluation:
     client_contract: ClientContract | None = None
     diagnostics: tuple[DiagnosticRow, ...] | None = None
     timing: Timing | None = None
+    #: why there is no timing although the candidate was judged (it hung)
+    timing_skipped: str | None = None
     #: recorded fields this model does not know (kept, and listed by the reports)
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -483,6 +493,8 @@ class Evaluation:
             row["diagnostics"] = [d.to_dict() for d in self.diagnostics]
         if self.timing is not None:
             row["timing"] = self.timing.to_dict()
+        if self.timing_skipped is not None:
+            row["timing_skipped"] = self.timing_skipped
         return row
 
     @classmethod
@@ -504,6 +516,7 @@ class Evaluation:
             if diagnostics is None
             else tuple(DiagnosticRow.from_dict(d) for d in diagnostics),
             timing=None if timing is None else Timing.from_dict(timing),
+            timing_skipped=data.get("timing_skipped"),
             extra={k: v for k, v in data.items() if k not in _known_keys()},
         )
 

@@ -39,7 +39,7 @@ class EvaluationRequest:
     packets: str = "best-effort"
     size: int = 524_288
     #: per-invocation limit, seconds
-    timeout_s: float = 60.0
+    timeout_s: float = 30.0
     out: Path = Path("artifacts")
     #: build and judge on this host rather than in the lab image
     local: bool = False

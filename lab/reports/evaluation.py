@@ -150,7 +150,9 @@ def evaluation_timing_table(evaluation: Evaluation) -> Table | None:
     """Untraced medians per client, and the candidate/baseline ratio the timing stored."""
     timing = evaluation.timing
     if timing is None:
-        return None
+        if evaluation.timing_skipped is None:
+            return None
+        return Table(["timing"], [[evaluation.timing_skipped]], [])
     base = timing.clients.get("baseline")
     cand = timing.clients.get("candidate")
     ratios = timing.ratio or {}
@@ -195,7 +197,11 @@ def evaluation_clause_table(evaluation: Evaluation) -> Table | None:
             continue
         n = counts.total
         cell = clause_counts_cell(counts.to_dict(), n)
-        rows.append([c, CLAUSE_TITLES[c], cell, repetition_wording(counts.passed, n)])
+        # k/N over the repetitions that exercised the clause: a not-exercised one is neither
+        wording = repetition_wording(counts.passed, counts.exercised)
+        if counts.not_exercised:
+            wording += f" (over the {counts.exercised} repetitions that exercised it)"
+        rows.append([c, CLAUSE_TITLES[c], cell, wording])
     return Table(["clause", "requirement", "outcomes", "claim supported"], rows)
 
 
