@@ -83,16 +83,22 @@ class ClientUser:
 
     def processes(self, proc: Path = Path("/proc")) -> list[int]:
         """Pids of every process now running as this user (there should be none between
-        invocations: each ends with its cgroup emptied)."""
+        invocations: each ends with its cgroup emptied). A zombie is not running: it has
+        exited and left its cgroup, and only waits for whoever adopted it to reap it (an
+        orphan's reaper is the machine's init, which may take its time)."""
         found: list[int] = []
         for entry in proc.iterdir():
             if not entry.name.isdigit():
                 continue
             try:
-                if entry.stat().st_uid == self.uid:
-                    found.append(int(entry.name))
+                if entry.stat().st_uid != self.uid:
+                    continue
+                stat = (entry / "stat").read_text()
             except OSError:
                 continue
+            # "pid (comm) S ...": the state follows the last ')' (comm may hold any byte)
+            if stat[stat.rfind(")") + 2 : stat.rfind(")") + 3] != "Z":
+                found.append(int(entry.name))
         return sorted(found)
 
     def to_dict(self) -> dict[str, object]:
