@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lab.errors import SandboxError
 from lab.host import procs
 
 #: the only environment a client sees (documented in docs/client-contract.md)
@@ -101,6 +102,22 @@ def _tool(name: str) -> str:
     return procs.which(name) or name
 
 
+def _inside(name: str) -> str:
+    """A tool that runs *inside* the jail, by its real path: only ``/usr`` (and the merged
+    ``/bin``, ``/sbin``, ``/lib`` links) is visible there, so a PATH entry elsewhere (a
+    symlink farm, a virtualenv) must resolve into it."""
+    found = procs.which(name)
+    if found is None:
+        return name  # the sandbox probe names the missing package before any run
+    real = os.path.realpath(found)
+    if not real.startswith("/usr/"):
+        raise SandboxError(
+            f"{name} resolves to {real}, outside /usr, which is all the sandbox shows the "
+            f"client; install it from its Debian package so that it lives under /usr."
+        )
+    return real
+
+
 class _Tree:
     """The bwrap operations that build the sandbox's file tree, in order.
 
@@ -168,7 +185,7 @@ def jail_argv(spec: JailSpec, client_argv: Sequence[str], *, status_fd: int) -> 
     # capsh runs --shell with the words after "--"; the order of its options is the order
     # of the operations: drop the bounding set while still privileged, then the ids
     argv += [
-        _tool("capsh"),
+        _inside("capsh"),
         "--drop=all",
         f"--gid={spec.gid}",
         "--groups=",
@@ -176,7 +193,7 @@ def jail_argv(spec: JailSpec, client_argv: Sequence[str], *, status_fd: int) -> 
         "--inh=",
         "--noamb",
         "--no-new-privs",
-        f"--shell={_tool('prlimit')}",
+        f"--shell={_inside('prlimit')}",
         "--",
         "--core=0",
     ]

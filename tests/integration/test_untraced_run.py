@@ -46,7 +46,9 @@ def test_baseline(results: dict[str, Any]) -> None:
     assert rx(results, "baseline", "payload_bytes_consumed") == [524_288, 0]
     assert rx(results, "baseline", "connections") == [2, 1]
     v = verdicts(results, "baseline")
-    assert all(v[c] == "pass" for c in ("C1", "C2", "C4", "C5", "C6"))
+    assert all(v[c] == "pass" for c in ("C1", "C2", "C6"))
+    # no drop and no mismatching payload was injected: those clauses were not exercised
+    assert v["C4"] == v["C5"] == "not-exercised"
     assert v["C3"] == "not-observed"  # untraced: only the decoy watched, so no pass claimed
 
 
