@@ -353,6 +353,8 @@ class Pass:
     source_seed: str | None = None
     source_sha256: str | None = None
     source_size: int | None = None
+    #: invocation -> SHA-256 of the new content written before it (same size, other bytes)
+    source_changes: dict[int, str] = field(default_factory=dict)
     #: wall time of the whole pass as the lab saw it (set-up, every invocation, checks)
     wall_s: float = 0.0
     #: the pass did not run, and why (an earlier pass of the condition timed out)
@@ -377,6 +379,7 @@ class Pass:
                 "seed": self.source_seed,
                 "sha256": self.source_sha256,
                 "size": self.source_size,
+                "changed_before": {str(k): v for k, v in sorted(self.source_changes.items())},
             },
             "invocations": [i.to_dict() for i in self.invocations],
         }

@@ -118,12 +118,11 @@ def freeze(
 
 def failed_clauses(scenarios: list[ScenarioResult]) -> dict[str, str]:
     """Clause -> why it did not pass the evaluation. A clause passes when it passed in every
-    repetition that exercised it and at least one did: ``not-exercised`` (the condition never
-    created the clause's situation) is neither a pass nor a fail, and a clause that no
-    condition exercised has not been shown to hold."""
-    why: dict[str, str] = {}
+    repetition that exercised it: ``not-exercised`` (the condition never created the
+    clause's situation) is neither a pass nor a fail. See :func:`unexercised_clauses`."""
     if not scenarios:
         return {c: "no condition was judged" for c in CLAUSES}
+    why: dict[str, str] = {}
     for c in CLAUSES:
         outcomes = [
             s.verdicts[c].observed if c in s.verdicts else "not-observed" for s in scenarios
@@ -131,9 +130,18 @@ def failed_clauses(scenarios: list[ScenarioResult]) -> dict[str, str]:
         bad = sorted({o for o in outcomes if o not in ("pass", "not-exercised")})
         if bad:
             why[c] = " and ".join(bad)
-        elif "pass" not in outcomes:
-            why[c] = "never exercised"
     return why
+
+
+def unexercised_clauses(scenarios: list[ScenarioResult]) -> list[str]:
+    """Clauses no condition exercised: what they still checked passed, but their situation
+    (a mismatching payload, say) never arose, so the evaluation says so beside its status."""
+    return [
+        c
+        for c in CLAUSES
+        if scenarios
+        and all(c in s.verdicts and s.verdicts[c].observed == "not-exercised" for s in scenarios)
+    ]
 
 
 def clause_counts(scenarios: list[ScenarioResult]) -> dict[str, ClauseCounts]:
@@ -460,6 +468,13 @@ def _judge(
         reason = "; ".join(f"{c}: {why}" for c, why in failed.items()) + (
             " (a clause passes only when it passed in every repetition that exercised it)"
         )
+    unexercised = unexercised_clauses(results)
+    if unexercised:
+        note = (
+            f"{', '.join(unexercised)} not exercised by any condition: only what such a "
+            "verdict still checks (its reason says what) was checked"
+        )
+        reason = note if reason is None else f"{reason}; {note}"
     judged = replace(
         record,
         status="pass" if passed else "fail",

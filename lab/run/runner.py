@@ -74,6 +74,12 @@ class Plan:
     seed: str = "lab"
 
 
+def current_source_digest(p: Pass, index: int) -> str:
+    """The fixture digest invocation ``index`` saw (the latest change at or before it)."""
+    changes = [i for i in p.source_changes if i <= index]
+    return p.source_changes[max(changes)] if changes else p.source_sha256 or ""
+
+
 def client_argv(
     plan: Plan, scenario: Scenario, client: Path, source: Path, addresses: dict[str, str]
 ) -> list[str]:
@@ -346,6 +352,12 @@ class Runner:
                 )
                 for window in windows if p.error is None else []:
                     rx.invocation = decoy.invocation = window.index
+                    if window.index in scenario.source_changes:
+                        changed = fixture.source_bytes(f"{seed}/v{window.index}", self.plan.size)
+                        source_digest = hashlib.sha256(changed).hexdigest()
+                        cell.write_source(changed)
+                        del changed
+                        p.source_changes[window.index] = source_digest
                     held = rx.saved_digest == source_digest
                     try:
                         inv = self.run_invocation(
@@ -523,7 +535,7 @@ class Runner:
                    timed_out=claim.timed_out)  # fmt: skip
         check = backup_check.verify(
             backup=rx.store_dir / receiver.BACKUP_NAME,
-            fixture_sha256=p.source_sha256 or "",
+            fixture_sha256=current_source_digest(p, index),
             source=cell.source,
             receiver_digest=rx.saved_digest,
         )

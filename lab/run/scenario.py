@@ -77,6 +77,9 @@ class Scenario:
     invocations: int
     expect: Expect
     text: str  # the file exactly as read, for the archive
+    #: invocations before which the source gets new content of the same size (a client that
+    #: trusts a size or a timestamp instead of the content misses the change)
+    source_changes: tuple[int, ...] = ()
 
 
 class _Reader:
@@ -127,7 +130,7 @@ def load(path: Path) -> Scenario:
     top = r.mapping(
         data,
         "",
-        {"name", "description", "client", "receiver", "invocations", "expect"},
+        {"name", "description", "client", "receiver", "source", "invocations", "expect"},
         {"name", "description", "client", "invocations", "expect"},
     )
     name = r.typed(top["name"], "name", str, "a string")
@@ -163,6 +166,14 @@ def load(path: Path) -> Scenario:
     invocations = r.typed(top["invocations"], "invocations", int, "an integer")
     if not 1 <= invocations <= 10:
         raise r.fail("invocations", "must be between 1 and 10")
+    source = r.mapping(top.get("source", {}), "source", {"change_before"}, set())
+    change_before = r.typed(source.get("change_before", []), "source.change_before", list, "a list")
+    for i, n in enumerate(change_before):
+        r.typed(n, f"source.change_before[{i}]", int, "an integer")
+        if not 2 <= n <= invocations:
+            raise r.fail(
+                f"source.change_before[{i}]", f"must be an invocation from 2 to {invocations}"
+            )
     expect = r.mapping(top["expect"], "expect", {"verdicts", "findings"}, {"verdicts"})
     verdicts = r.mapping(expect["verdicts"], "expect.verdicts", set(CLAUSES), set(CLAUSES))
     for clause, outcome in verdicts.items():
@@ -184,6 +195,7 @@ def load(path: Path) -> Scenario:
         invocations=invocations,
         expect=Expect(verdicts=dict(verdicts), findings=findings),
         text=text,
+        source_changes=tuple(sorted(set(change_before))),
     )
 
 

@@ -196,7 +196,15 @@ class PassCell:
         return self.groups[index]
 
     def home(self, index: int) -> Path:
-        path = self.scratch / f"home-{index}"
+        """The pass's home for the client (``index`` kept for callers: one per pass)."""
+        return self._client_dir("home")
+
+    def tmp(self) -> Path:
+        return self._client_dir("tmp")
+
+    def _client_dir(self, name: str) -> Path:
+        # state a client keeps between its runs lives on through the pass's invocations
+        path = self.scratch / name
         if not path.exists():
             path.mkdir(mode=0o700)
             os.chown(path, self.sandbox.user.uid, self.sandbox.user.gid)
@@ -209,6 +217,7 @@ class PassCell:
             gid=self.sandbox.user.gid,
             box=self.box,
             home=self.home(index),
+            tmp=self.tmp(),
             resolv_conf=self.box / "resolv.conf",
             join_files=tuple(self.group(index).join_files()),
             nproc=self.sandbox.nproc_fallback(),

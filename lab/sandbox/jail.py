@@ -3,9 +3,11 @@
 1. ``nsenter --net=/run/netns/NS`` (util-linux): the pass's network namespace, loopback only.
 2. ``bwrap`` (bubblewrap), as root: a new mount namespace whose root is an empty tmpfs with
    read-only binds of ``/usr`` (and the merged-/usr links), a few files of ``/etc``, a fresh
-   ``/dev``, ``/proc``, a private ``/tmp``, the pass's read-only *box* (the client binary and
-   the source copy, at the same path as on the host so that uprobes, strace's decoded paths
-   and perf's symbol lookup agree) and the invocation's writable home. The lab's files, the
+   ``/dev``, ``/proc``, the pass's read-only *box* (the client binary and the source copy, at
+   the same path as on the host so that uprobes, strace's decoded paths and perf's symbol
+   lookup agree) and the pass's writable home and ``/tmp``: what a client keeps between runs
+   (a cache, a state file) persists across the invocations of a pass, as it would on one
+   machine, and never from one pass to the next. The lab's files, the
    run and evidence directories, the receiver's store and the keys are simply not there.
    The environment is cleared but for an allow-list (``ENVIRONMENT``).
 3. ``sh -c JOIN``: the shell writes its own pid into the invocation's cgroup.procs files and
@@ -86,8 +88,10 @@ class JailSpec:
     gid: int
     #: read-only directory holding the client binary and the source (same path inside)
     box: Path
-    #: the invocation's writable directory (owned by the client user), mounted at HOME
+    #: the pass's writable directory (owned by the client user), mounted at HOME
     home: Path
+    #: the pass's writable /tmp (owned by the client user)
+    tmp: Path
     #: the resolv.conf given to the client
     resolv_conf: Path
     #: cgroup.procs files the client's first process joins
@@ -167,7 +171,7 @@ def jail_argv(spec: JailSpec, client_argv: Sequence[str], *, status_fd: int) -> 
     etc_binds(tree, spec.resolv_conf)
     tree.op("--dev", "/dev")
     tree.op("--proc", "/proc")
-    tree.op("--perms", "1777", "--tmpfs", "/tmp")
+    tree.op("--bind", str(spec.tmp), "/tmp")
     tree.op("--ro-bind", str(spec.box), str(spec.box))
     tree.op("--bind", str(spec.home), HOME)
     for path in spec.join_files:
