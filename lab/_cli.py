@@ -268,9 +268,12 @@ def print_evaluation(evaluation: Evaluation, console: Console) -> None:
     )
     for clause, row in (evaluation.clauses or {}).items():
         console.print(
-            f"  {clause}: {row.passed}/{row.total} passed"
-            f" ({row.failed} fail, {row.not_observed} not observed)"
+            f"  {clause}: {row.passed}/{row.exercised} passed where exercised"
+            f" ({row.failed} fail, {row.not_observed} not observed,"
+            f" {row.not_exercised} of {row.total} not exercised)"
         )
+    if evaluation.timing_skipped:
+        console.print(f"  timing: {evaluation.timing_skipped}")
     ratio = evaluation.timing.ratio if evaluation.timing is not None else None
     if ratio:
         fb = ratio.get("first_backup_wall")

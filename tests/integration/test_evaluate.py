@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,9 @@ CANDIDATES = ASSETS / "candidates"
 EXPECTED_FAILURES = {
     "udp-telemetry.patch": {"C3"},  # sendto() without connect() to 127.0.0.2
     "forked-egress.patch": {"C3"},  # a child process connects to 127.0.0.3
-    "size-cache.patch": {"C1", "C6"},  # trusts a local cache, claims success
+    # trusts a cache of the last size in /tmp, claims success: the changed-source condition
+    # (new content, same size, cache kept across the pass's invocations) catches it
+    "size-cache.patch": {"C1", "C6"},
     "gives-up-on-drop.patch": {"C4"},  # no retry after an interrupted transfer
     "optimistic-on-drop.patch": {"C4", "C6"},  # reports a dropped transfer as success
 }
@@ -52,8 +55,8 @@ def evaluate(tmp_path: Path, *args: str) -> tuple[int, dict[str, Any]]:
 
 
 @pytest.fixture(autouse=True)
-def _clean_cache(client: Path) -> None:
-    Path("/tmp/.backup-client-cache").unlink(missing_ok=True)
+def _needs(client: Path, sandbox_ready: None) -> None:
+    # the size-cache candidate's cache lives in the sandbox's per-pass /tmp: nothing to clean
     status = StraceCollector.probe()
     require("strace", status.available, status.reason)
     require("patch", shutil.which("patch") is not None, "patch is not installed")
@@ -77,7 +80,15 @@ def test_correct_alternative_passes(tmp_path: Path) -> None:
     code, results = evaluate(tmp_path, "--source-dir", str(CANDIDATES / "alt-client"))
     evaluation = results["evaluation"]
     assert code == 0 and evaluation["status"] == "pass", evaluation.get("status_reason")
-    assert all(row["pass"] == row["total"] for row in evaluation["clauses"].values())
+    # every repetition that exercised a clause passed it
+    assert all(
+        (row["pass"] + row["not-exercised"] == row["total"] and row["pass"] > 0)
+        or (row["pass"] == 0 and row["not-exercised"] == row["total"])
+        for row in evaluation["clauses"].values()
+    )
+    # no condition offers a mismatching payload: said beside the status, never a pass
+    assert evaluation["clauses"]["C5"]["pass"] == 0
+    assert "C5 not exercised by any condition" in evaluation["status_reason"]
     assert evaluation["client_contract"] == {
         "honoured": True,
         "violations": [],
@@ -98,3 +109,20 @@ def test_evaluation_id_is_frozen_independently_of_the_candidate(tmp_path: Path) 
     _, a = evaluate(tmp_path / "a", "--patch", str(CANDIDATES / "does-not-compile.patch"))
     _, b = evaluate(tmp_path / "b", "--patch", str(CANDIDATES / "does-not-compile.patch"))
     assert a["evaluation"]["evaluation_id"] == b["evaluation"]["evaluation_id"]
+
+
+def test_a_hanging_candidate_costs_one_limit_per_condition(
+    tmp_path: Path, hostile: dict[str, Path]
+) -> None:
+    """Default repetitions, timing runs, collectors and time limit: a candidate that claims
+    success and then never exits is judged (C6 fails), not timed, in under three minutes."""
+    started = time.monotonic()
+    out = tmp_path / "artifacts"
+    code = _cli.main(["evaluate", "--binary", str(hostile["hang"]), "--local", "--out", str(out)])
+    elapsed = time.monotonic() - started
+    [run] = [p for p in out.iterdir() if p.is_dir()]
+    evaluation = json.loads((run / "results.json").read_text())["evaluation"]
+    assert code == 1 and evaluation["status"] == "fail"
+    assert evaluation["clauses"]["C6"]["fail"] >= 1
+    assert "timing" not in evaluation and "not timed" in evaluation["timing_skipped"]
+    assert elapsed < 180, f"took {elapsed:.0f} s"
