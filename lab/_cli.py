@@ -192,7 +192,7 @@ def _rel(path: Path) -> str:
 def cmd_doctor(args: argparse.Namespace, console: Console) -> int:
     from lab.host import doctor
 
-    found = doctor.check(mount=not args.no_mount)
+    found = doctor.check(mount=not args.no_mount, sandbox=True)
     if args.json:
         print(json.dumps(doctor.to_json(found), indent=2, sort_keys=True))
     else:
