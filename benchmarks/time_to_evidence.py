@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""Time to evidence, two commits side by side (a benchmark, not a timed test).
+
+Checks out each revision into a temporary git worktree, builds its client, then alternates
+the two checkouts round by round (hyperfine-style: warm-up rounds first, then medians with
+min/max, and the ratio of the second to the first) for:
+
+1. ``lab run --all --collector none --packets off`` (untraced; the whole run: passes,
+   reports, signed archive);
+2. ``lab run --all --collector all --packets required`` (every observer);
+3. from that full run's results.json: the wall a bpftrace-traced invocation adds over the
+   same invocation untraced (median over every invocation, ms).
+
+    python benchmarks/time_to_evidence.py --base HEAD~5 --head HEAD --rounds 3 \
+        --json benchmarks/time-to-evidence.json
+
+Alternating the checkouts round by round keeps slow drifts of the machine (page cache,
+thermal, a neighbour) from landing on one side only. Run it on an otherwise idle machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+MODES = {
+    "untraced run --all": ["--collector", "none", "--packets", "off"],
+    "traced run --all": ["--collector", "all", "--packets", "required"],
+}
+
+
+def checkout(rev: str, into: Path) -> Path:
+    """A detached worktree of ``rev`` with its client built."""
+    subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "add", "--detach", "-f", str(into), rev],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(["make", "-s", "-C", str(into / "native")], check=True, capture_output=True)
+    return into
+
+
+def one_run(tree: Path, mode: list[str], out: Path) -> tuple[float, Path]:
+    """Wall seconds of one whole ``lab run --all`` in ``tree``, and its run directory."""
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "lab", "run", "--all", *mode, "--out", str(out)],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+    )
+    wall = time.perf_counter() - started
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"lab run in {tree} ended {done.returncode}: {done.stderr[-400:]}")
+    runs = sorted(p for p in out.iterdir() if p.is_dir() and p.name.startswith("run-"))
+    return wall, runs[-1]
+
+
+def bpftrace_added_ms(results: dict[str, Any]) -> list[float]:
+    """Per invocation: client wall under bpftrace minus the same invocation untraced, ms."""
+    added: list[float] = []
+    for scenario in results.get("scenarios", []):
+        walls: dict[str, dict[int, float]] = {}
+        for p in scenario.get("passes", []):
+            for inv in p.get("invocations", []):
+                wall = (inv.get("client") or {}).get("wall_s")
+                if isinstance(wall, (int, float)):
+                    walls.setdefault(p["collector"], {})[inv["index"]] = float(wall)
+        for index, traced in walls.get("bpftrace", {}).items():
+            untraced = walls.get("none", {}).get(index)
+            if untraced is not None:
+                added.append((traced - untraced) * 1000.0)
+    return added
+
+
+def summary(values: list[float]) -> dict[str, float | int | None]:
+    if not values:
+        return {"median": None, "min": None, "max": None, "n": 0}
+    return {
+        "median": round(statistics.median(values), 3),
+        "min": round(min(values), 3),
+        "max": round(max(values), 3),
+        "n": len(values),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", default="HEAD~1", help="the earlier revision (default HEAD~1)")
+    parser.add_argument("--head", default="HEAD", help="the later revision (default HEAD)")
+    parser.add_argument("--rounds", type=int, default=3, help="measured rounds per mode")
+    parser.add_argument("--warmup", type=int, default=1, help="unmeasured rounds first")
+    parser.add_argument("--skip-traced", action="store_true", help="only the untraced mode")
+    parser.add_argument("--json", type=Path, help="also write the table as JSON here")
+    args = parser.parse_args()
+
+    table: dict[str, Any] = {"base": args.base, "head": args.head, "rounds": args.rounds}
+    with tempfile.TemporaryDirectory(prefix="tte-") as tmp:
+        trees = {
+            side: checkout(rev, Path(tmp) / side)
+            for side, rev in (("base", args.base), ("head", args.head))
+        }
+        try:
+            for name, mode in MODES.items():
+                if args.skip_traced and name.startswith("traced"):
+                    continue
+                walls: dict[str, list[float]] = {"base": [], "head": []}
+                added: dict[str, list[float]] = {"base": [], "head": []}
+                for round_ in range(args.warmup + args.rounds):
+                    for side, tree in trees.items():
+                        wall, run_dir = one_run(tree, mode, Path(tmp) / "out" / side)
+                        print(f"  {name:20} {side:4} round {round_ + 1}: {wall:.2f} s", flush=True)
+                        if round_ < args.warmup:
+                            continue
+                        walls[side].append(wall)
+                        results = json.loads((run_dir / "results.json").read_text())
+                        added[side].extend(bpftrace_added_ms(results))
+                row: dict[str, Any] = {side: summary(v) for side, v in walls.items()}
+                b, h = row["base"]["median"], row["head"]["median"]
+                row["ratio_head_to_base"] = round(h / b, 3) if b and h else None
+                table[name] = row
+                if name.startswith("traced"):
+                    table["bpftrace added wall per invocation (ms)"] = {
+                        side: summary(v) for side, v in added.items()
+                    }
+        finally:
+            for tree in trees.values():
+                subprocess.run(
+                    ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
+                    capture_output=True,
+                )
+
+    print(f"\n{'measure':42} {'base median':>12} {'head median':>12} {'head/base':>10}")
+    for name, row in table.items():
+        if not isinstance(row, dict):
+            continue
+        b, h = row["base"]["median"], row["head"]["median"]
+        ratio = row.get("ratio_head_to_base")
+        if ratio is None and b and h:
+            ratio = round(h / b, 3)
+        print(f"{name:42} {b!s:>12} {h!s:>12} {ratio!s:>10}")
+    if args.json:
+        args.json.write_text(json.dumps(table, indent=2, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
