@@ -27,6 +27,7 @@ from lab.run.orchestrate import (
     RunRequest,
     execute,
 )
+from lab.run.shard import ShardSpec
 
 
 def _size(text: str) -> int:
@@ -54,6 +55,13 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
     return value
+
+
+def _shard(text: str) -> ShardSpec:
+    try:
+        return ShardSpec.parse(text)
+    except LabError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -86,6 +94,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="required (default): every client invocation runs in the sandbox, and the run "
         "refuses to start without it; off: the client runs as this user, uncontained, and the "
         "clauses it could forge (C1, C3, C5, C6) cannot pass",
+    )
+    run.add_argument(
+        "--shard",
+        type=_shard,
+        default=None,
+        metavar="I/N",
+        help="run only shard I of N of the scenario × repetition units (merge the N signed "
+        "archives with 'lab merge')",
+    )
+    run.add_argument(
+        "--run-id",
+        default=None,
+        help="the run id (with --shard: the id every shard shares; default: derived from the "
+        "inputs, the same on every machine)",
     )
 
     doctor = sub.add_parser("doctor", help="which observers work on this machine, and why not")
@@ -136,6 +158,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         archive=not args.no_archive,
         scenarios_dir=args.scenario_dir,
         sandbox=args.sandbox,
+        shard=args.shard,
+        run_id=args.run_id,
     )
     outcome = execute(request, say=lambda msg: console.print(msg, highlight=False))
     print_summary(outcome.result, console)
