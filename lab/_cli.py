@@ -119,6 +119,16 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--pubkey", type=Path, default=None)
     verify.add_argument("--selftest", action="store_true", help="show tampering being caught")
 
+    merge = sub.add_parser(
+        "merge", help="verify the shard archives of one run and merge them into one signed run"
+    )
+    merge.add_argument("archives", nargs="+", type=Path, metavar="SHARD.tar.gz")
+    merge.add_argument(
+        "--pubkey", type=Path, required=True, help="the public key every shard must be signed with"
+    )
+    merge.add_argument("--out", type=Path, default=Path("artifacts"))
+    merge.add_argument("--no-archive", action="store_true", help="skip signing and packing")
+
     keys = sub.add_parser("keys", help="signing keys")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
     gen = keys_sub.add_parser("generate", help="generate an Ed25519 signing key pair")
@@ -244,6 +254,30 @@ def cmd_verify(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def cmd_merge(args: argparse.Namespace, console: Console) -> int:
+    from lab.merge.combine import MergeRequest, merge
+    from lab.reports.console import print_summary
+
+    request = MergeRequest(
+        archives=list(args.archives),
+        pubkey=args.pubkey,
+        out=args.out,
+        archive=not args.no_archive,
+    )
+    outcome = merge(request, say=lambda msg: console.print(msg, highlight=False))
+    print_summary(outcome.result, console)
+    for shard in outcome.shards:
+        console.print(
+            f"shard {shard['index']}/{shard['count']}: {shard['archive']} "
+            f"sha256 {shard['sha256']} ({len(shard['units'])} units)",
+            highlight=False,
+        )
+    console.print(f"Run directory: {outcome.run_dir}")
+    if outcome.archive is not None:
+        print_archive(outcome.archive, console)
+    return 0 if outcome.result.calibrated else 1
+
+
 def cmd_keys(args: argparse.Namespace, console: Console) -> int:
     from lab.evidence.keys import generate_keypair
 
@@ -319,6 +353,7 @@ def main(argv: list[str] | None = None) -> int:
         "doctor": cmd_doctor,
         "verify": cmd_verify,
         "keys": cmd_keys,
+        "merge": cmd_merge,
         "evaluate": cmd_evaluate,
     }
     try:

@@ -404,8 +404,10 @@ def finish(
     signer: Any,
     started_epoch: float,
     say: Callable[[str], None],
+    dependencies: list[dict[str, Any]] | None = None,
 ) -> Any:
-    """Write results.json, the reports, and (with a signer) the signed archive."""
+    """Write results.json, the reports, and (with a signer) the signed archive;
+    ``dependencies`` are further inputs the provenance names (a merge's shard archives)."""
     write_results(result, run_dir)
     from lab.reports.markdown import render_markdown
     from lab.reports.pdf import render_pdf
@@ -441,6 +443,7 @@ def finish(
             "image": image or None,
             "in_container": env.get("in_container"),
         },
+        dependencies=list(dependencies or []),
     )
     say("Signing and packing the evidence archive…")
     return write_archive(run_dir, signer=signer, provenance_inputs=inputs, epoch=int(started_epoch))
