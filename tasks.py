@@ -4,6 +4,8 @@
                                    # it with host kernel access, write a signed archive
     invoke lab.run --local         # the same run on this host, without a container
     invoke lab.verify --archive artifacts/<run>.tar.gz --pubkey lab.pub
+    invoke lab.run --shard 2/3 --run-id campaign-1      # one machine's share of a run
+    invoke lab.merge --pubkey lab.pub --archive 'shards/*.tar.gz'   # verify and merge them
     invoke keys.generate --out keys
     invoke image.lock              # re-pin the Debian packages and Python wheels
 
@@ -16,6 +18,7 @@ build or run the image need Docker (and root, or membership of the docker group)
 from __future__ import annotations
 
 import functools
+import glob
 import os
 import shlex
 import shutil
@@ -47,6 +50,8 @@ HELP_RUN = {
     "local": "run on this host instead of in the container",
     "privileged": "run the container with --privileged instead of the explicit capability set",
     "rebuild": "rebuild the image even when its inputs did not change",
+    "shard": "run only shard I/N of the scenario × repetition units (e.g. 2/3)",
+    "run_id": "the run id (with --shard: the id every shard shares; default: from the inputs)",
 }
 
 
@@ -118,6 +123,8 @@ def run(
     local: bool = False,
     privileged: bool = False,
     rebuild: bool = False,
+    shard: str | None = None,
+    run_id: str | None = None,
 ) -> None:
     """Run the scenarios (default: all) and write a signed evidence archive to artifacts/."""
     # Inside the container the capture capability is granted; on the host only root has it.
@@ -127,6 +134,8 @@ def run(
     args += ["--repetitions", str(repetitions)]
     if size is not None:
         args += ["--size", str(size)]
+    args += ["--shard", shard] if shard else []
+    args += ["--run-id", run_id] if run_id else []
     if local:
         _host_lab(c, [*args, "--out", str(ROOT / "artifacts")])
         return
@@ -163,6 +172,28 @@ def verify(c: Context, archive: str, pubkey: str | None = None, selftest: bool =
     """Verify an evidence archive on this host (no container needed)."""
     args = ["verify", archive, *(["--pubkey", pubkey] if pubkey else [])]
     _host_lab(c, [*args, *(["--selftest"] if selftest else [])])
+
+
+@task(
+    iterable=["archive"],
+    help={
+        "archive": "a shard archive, or a glob of them (repeatable)",
+        "pubkey": "the public key every shard must be signed with",
+        "out": "where the merged run and its archive go (default artifacts/)",
+    },
+)
+@lab_errors
+def merge(c: Context, pubkey: str, archive: list[str] | None = None, out: str = "") -> None:
+    """Verify the shard archives of one run and merge them into one signed run (on this
+    host: merging runs no tracer and no client)."""
+    found: list[str] = []
+    for pattern in archive or []:
+        # a pattern that matches nothing is passed on, and lab merge names the missing file
+        found += sorted(glob.glob(pattern)) or [pattern]
+    if not found:
+        raise UsageError("lab.merge needs the shard archives: --archive 'shards/*.tar.gz'.")
+    args = ["merge", *found, "--pubkey", pubkey, "--out", out or str(ROOT / "artifacts")]
+    _host_lab(c, args)
 
 
 @task(
@@ -261,7 +292,7 @@ def image_repro(c: Context, builds: int = 2) -> None:
     )
 
 
-lab = Collection("lab", build, run, doctor, shell, verify, evaluate)
+lab = Collection("lab", build, run, doctor, shell, verify, evaluate, merge)
 keys = Collection("keys", keys_generate)
 image = Collection("image", image_lock, image_repro)
 ns = Collection(lab, keys, image, clean)

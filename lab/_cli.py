@@ -27,6 +27,7 @@ from lab.run.orchestrate import (
     RunRequest,
     execute,
 )
+from lab.run.shard import ShardSpec
 
 
 def _size(text: str) -> int:
@@ -54,6 +55,13 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
     return value
+
+
+def _shard(text: str) -> ShardSpec:
+    try:
+        return ShardSpec.parse(text)
+    except LabError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -87,6 +95,20 @@ def build_parser() -> argparse.ArgumentParser:
         "refuses to start without it; off: the client runs as this user, uncontained, and the "
         "clauses it could forge (C1, C3, C5, C6) cannot pass",
     )
+    run.add_argument(
+        "--shard",
+        type=_shard,
+        default=None,
+        metavar="I/N",
+        help="run only shard I of N of the scenario × repetition units (merge the N signed "
+        "archives with 'lab merge')",
+    )
+    run.add_argument(
+        "--run-id",
+        default=None,
+        help="the run id (with --shard: the id every shard shares; default: derived from the "
+        "inputs, the same on every machine)",
+    )
 
     doctor = sub.add_parser("doctor", help="which observers work on this machine, and why not")
     doctor.add_argument("--json", action="store_true")
@@ -96,6 +118,16 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("archive", type=Path)
     verify.add_argument("--pubkey", type=Path, default=None)
     verify.add_argument("--selftest", action="store_true", help="show tampering being caught")
+
+    merge = sub.add_parser(
+        "merge", help="verify the shard archives of one run and merge them into one signed run"
+    )
+    merge.add_argument("archives", nargs="+", type=Path, metavar="SHARD.tar.gz")
+    merge.add_argument(
+        "--pubkey", type=Path, required=True, help="the public key every shard must be signed with"
+    )
+    merge.add_argument("--out", type=Path, default=Path("artifacts"))
+    merge.add_argument("--no-archive", action="store_true", help="skip signing and packing")
 
     keys = sub.add_parser("keys", help="signing keys")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
@@ -136,6 +168,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         archive=not args.no_archive,
         scenarios_dir=args.scenario_dir,
         sandbox=args.sandbox,
+        shard=args.shard,
+        run_id=args.run_id,
     )
     outcome = execute(request, say=lambda msg: console.print(msg, highlight=False))
     print_summary(outcome.result, console)
@@ -220,6 +254,30 @@ def cmd_verify(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def cmd_merge(args: argparse.Namespace, console: Console) -> int:
+    from lab.merge.combine import MergeRequest, merge
+    from lab.reports.console import print_summary
+
+    request = MergeRequest(
+        archives=list(args.archives),
+        pubkey=args.pubkey,
+        out=args.out,
+        archive=not args.no_archive,
+    )
+    outcome = merge(request, say=lambda msg: console.print(msg, highlight=False))
+    print_summary(outcome.result, console)
+    for shard in outcome.shards:
+        console.print(
+            f"shard {shard['index']}/{shard['count']}: {shard['archive']} "
+            f"sha256 {shard['sha256']} ({len(shard['units'])} units)",
+            highlight=False,
+        )
+    console.print(f"Run directory: {outcome.run_dir}")
+    if outcome.archive is not None:
+        print_archive(outcome.archive, console)
+    return 0 if outcome.result.calibrated else 1
+
+
 def cmd_keys(args: argparse.Namespace, console: Console) -> int:
     from lab.evidence.keys import generate_keypair
 
@@ -295,6 +353,7 @@ def main(argv: list[str] | None = None) -> int:
         "doctor": cmd_doctor,
         "verify": cmd_verify,
         "keys": cmd_keys,
+        "merge": cmd_merge,
         "evaluate": cmd_evaluate,
     }
     try:

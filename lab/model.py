@@ -598,6 +598,10 @@ class RunResult:
     evaluation: Evaluation | None = None
     #: signing identity, filled when the archive is written
     signing: dict[str, Any] = field(default_factory=dict)
+    #: a shard's run (``--shard I/N``): index, count, units, the frozen run id (lab.run.shard)
+    shard: dict[str, Any] | None = None
+    #: a merged run (``lab merge``): one record per shard archive it was made of
+    shards: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def calibration(self) -> Calibration:
@@ -616,7 +620,11 @@ class RunResult:
         return self.executed and self.calibration.not_met == 0
 
     def to_dict(self) -> dict[str, Any]:
+        sharding: dict[str, Any] = {"shard": self.shard} if self.shard is not None else {}
+        if self.shards:
+            sharding["shards"] = self.shards
         return {
+            **sharding,
             "schema_version": SCHEMA_VERSION,
             "run_id": self.run_id,
             "started_at": self.started_at,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +66,9 @@ class ProvenanceInputs:
     builder_id: str = LOCAL_BUILDER_ID
     #: anything else the builder controlled (host facts, collector availability)
     internal: Mapping[str, Any] = field(default_factory=dict)
+    #: further resolved dependencies ({"name", "uri", "digest"}), e.g. the shard archives a
+    #: merged run was made of (``lab merge``)
+    dependencies: Sequence[Mapping[str, Any]] = ()
 
 
 def _digest_map(digest: str) -> dict[str, str]:
@@ -104,6 +107,7 @@ def resolved_dependencies(inputs: ProvenanceInputs) -> list[dict[str, Any]]:
                 "digest": _digest_map(inputs.client_digest),
             }
         )
+    deps += [dict(d) for d in inputs.dependencies]
     return deps
 
 

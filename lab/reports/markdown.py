@@ -66,6 +66,7 @@ from lab.reports.scenario import (
     verdict_table,
     verifier_table,
 )
+from lab.reports.shards import has_shards, shard_statement, shards_table
 from lab.reports.table import NOT_OBSERVED, Table, fmt_seconds
 
 
@@ -76,6 +77,7 @@ def render_markdown(run: RunResult, *, files: list[ArchivedFile] | None) -> str:
     out += _observers(run)
     out += _figures(run)
     out += _repetitions(run)
+    out += _shards(run)
     if run.evaluation is not None:
         out += _evaluation(run.evaluation)
     for scenario in run.scenarios:
@@ -252,6 +254,18 @@ def _repetitions(run: RunResult) -> list[str]:
     for name in repeated_names(run):
         lines += [f"### Per repetition: {name}", ""]
         lines += _table(repetition_table(run, name))
+    return lines
+
+
+def _shards(run: RunResult) -> list[str]:
+    if not has_shards(run):
+        return []
+    lines = ["## Shards", ""]
+    statement = shard_statement(run)
+    if statement:
+        lines += [statement, ""]
+    if run.shards:
+        lines += _table(shards_table(run))
     return lines
 
 

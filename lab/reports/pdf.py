@@ -104,6 +104,7 @@ from lab.reports.scenario import (
     verdict_table,
     verifier_table,
 )
+from lab.reports.shards import has_shards, shard_statement, shards_table
 from lab.reports.table import NOT_RECORDED, fmt_seconds
 
 
@@ -154,6 +155,7 @@ def _story(run: RunResult, files: list[ArchivedFile] | None) -> list[Flowable]:
     story.append(PageBreak())
     story += _figures(run)
     story += _repetitions(run)
+    story += _shards(run)
     if run.evaluation is not None:
         story += _evaluation(run.evaluation)
     for scenario in run.scenarios:
@@ -349,6 +351,18 @@ def _repetitions(run: RunResult) -> list[Flowable]:
             [50, *([rest / len(CLAUSES)] * len(CLAUSES)), 100, 60, 90],
             colour_outcomes=True,
         )
+    return flow
+
+
+def _shards(run: RunResult) -> list[Flowable]:
+    if not has_shards(run):
+        return []
+    flow: list[Flowable] = [CondPageBreak(120), heading("Shards", 0)]
+    statement = shard_statement(run)
+    if statement:
+        flow.append(para(statement, "body"))
+    if run.shards:
+        flow += table_flow(shards_table(run), [30, 80, 110, 90, 70, 60, WIDTH - 440])
     return flow
 
 

@@ -74,7 +74,7 @@ def client_table(scenario: ScenarioResult) -> Table:
             (NOT_RECORDED if i.claim.completion is None else fmt(i.claim.completion) for i in invs),
         ),
         row("claims success", (fmt(i.claim.claimed_success) for i in invs)),
-        row("events printed", (fmt(len(i.claim.events)) for i in invs)),
+        row("events printed", (fmt(i.claim.event_count or len(i.claim.events)) for i in invs)),
         row("non-JSON stdout lines", (fmt(i.claim.unparsed_lines) for i in invs)),
         row("timed out", (fmt(i.claim.timed_out) for i in invs)),
         row(

@@ -9,6 +9,7 @@ The CLI and the Invoke tasks both call :func:`execute`; neither holds logic of i
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import secrets
@@ -26,7 +27,8 @@ from lab.host import identity
 from lab.host.clock import epoch_to_rfc3339, now_rfc3339
 from lab.judge import aggregate, calibration, contract
 from lab.model import PROCESS_COLLECTORS, ObserverStatus, RunResult, ScenarioResult
-from lab.run import scenario
+from lab.run import scenario, shard
+from lab.run.fixture import sha256_file
 from lab.run.options import check_run_options
 from lab.run.runner import Plan, Runner
 from lab.sandbox import Sandbox, SandboxSettings
@@ -57,6 +59,9 @@ class RunRequest:
     #: "required": every invocation in the sandbox (refuse to run without it); "off": the
     #: client runs as the lab's user, uncontained, and no clause it could forge can pass
     sandbox: str = "required"
+    #: run only this shard's units (``--shard I/N``); ``run_id`` is then the frozen id that
+    #: every shard shares (derived from the inputs when None)
+    shard: shard.ShardSpec | None = None
 
 
 @dataclass
@@ -241,7 +246,12 @@ def execute(request: RunRequest, *, say: Callable[[str], None]) -> RunOutcome:
     chosen = scenario.select(scenarios_dir, request.names, request.everything)
     prepared = setup(request.collector, request.packets, archive=request.archive, say=say)
 
-    run_id = request.run_id or new_run_id()
+    units: list[tuple[str, int]] | None = None
+    shard_record: dict[str, Any] | None = None
+    if request.shard is not None:
+        run_id, units, shard_record = plan_shard(request, chosen, client)
+    else:
+        run_id = shard.check_run_id(request.run_id) if request.run_id else new_run_id()
     run_dir = (request.out / run_id).resolve()
     run_dir.mkdir(parents=True, exist_ok=False)
     # the run's evidence is for the lab and the reviewer, never for the client
@@ -274,10 +284,12 @@ def execute(request: RunRequest, *, say: Callable[[str], None]) -> RunOutcome:
         client_kind=request.client_kind,
         timeout_s=request.timeout_s,
         unavailable=prepared.skipped,
+        units=units,
     )
     say(
-        f"Run {run_id}: {len(chosen)} scenario(s) × {request.repetitions} repetition(s), "
-        f"passes: {', '.join(prepared.passes)}; packets: {request.packets}"
+        f"Run {run_id}: {len(chosen)} scenario(s) × {request.repetitions} repetition(s)"
+        + (f", shard {request.shard}: {len(units or [])} of them" if request.shard else "")
+        + f"; passes: {', '.join(prepared.passes)}; packets: {request.packets}"
     )
     scenario_results = run_plan(plan, run_dir, prepared, say)
     result = make_result(
@@ -297,9 +309,49 @@ def execute(request: RunRequest, *, say: Callable[[str], None]) -> RunOutcome:
         scenario_results=scenario_results,
         client=client,
     )
+    result.shard = shard_record
     prepared.close()
     archive = finish(result, run_dir, signer=prepared.signer, started_epoch=started_epoch, say=say)
     return RunOutcome(result=result, run_dir=run_dir, archive=archive)
+
+
+def plan_shard(
+    request: RunRequest, chosen: list[scenario.Scenario], client: Path
+) -> tuple[str, list[tuple[str, int]], dict[str, Any]]:
+    """This shard's run id, its units in run order, and its ``shard`` record. The frozen id
+    is ``--run-id`` or a digest of everything that decides what the shards compute."""
+    spec = request.shard
+    assert spec is not None
+    if request.run_id:
+        frozen = shard.check_run_id(request.run_id)
+    else:
+        frozen = shard.frozen_run_id(
+            {
+                "lab_version": __version__,
+                "scenarios": {s.name: scenario_digest(s) for s in chosen},
+                "collector": request.collector,
+                "packets": request.packets,
+                "repetitions": request.repetitions,
+                "size": request.size,
+                "timeout_s": request.timeout_s,
+                "client_kind": request.client_kind,
+                "client_sha256": sha256_file(client) if client.is_file() else None,
+                "sandbox": request.sandbox,
+                "shards": spec.count,
+            }
+        )
+    mine = spec.select(shard.work_units([s.name for s in chosen], request.repetitions))
+    order = {s.name: i for i, s in enumerate(chosen)}
+    units = sorted(((u.name, u.repetition) for u in mine), key=lambda u: (order[u[0]], u[1]))
+    return (
+        shard.shard_run_id(frozen, spec),
+        units,
+        shard.shard_record(spec, mine, frozen, "scenario"),
+    )
+
+
+def scenario_digest(s: scenario.Scenario) -> str:
+    return hashlib.sha256(s.text.encode("utf-8")).hexdigest()
 
 
 def run_plan(
@@ -352,8 +404,10 @@ def finish(
     signer: Any,
     started_epoch: float,
     say: Callable[[str], None],
+    dependencies: list[dict[str, Any]] | None = None,
 ) -> Any:
-    """Write results.json, the reports, and (with a signer) the signed archive."""
+    """Write results.json, the reports, and (with a signer) the signed archive;
+    ``dependencies`` are further inputs the provenance names (a merge's shard archives)."""
     write_results(result, run_dir)
     from lab.reports.markdown import render_markdown
     from lab.reports.pdf import render_pdf
@@ -389,6 +443,7 @@ def finish(
             "image": image or None,
             "in_container": env.get("in_container"),
         },
+        dependencies=list(dependencies or []),
     )
     say("Signing and packing the evidence archive…")
     return write_archive(run_dir, signer=signer, provenance_inputs=inputs, epoch=int(started_epoch))

@@ -72,6 +72,9 @@ class Plan:
     #: collectors that were asked for but cannot run, with the reason
     unavailable: dict[str, str] = field(default_factory=dict)
     seed: str = "lab"
+    #: run only these (scenario, repetition) units, in this order (a shard: lab.run.shard);
+    #: None runs every scenario × repetition
+    units: list[tuple[str, int]] | None = None
 
 
 def current_source_digest(p: Pass, index: int) -> str:
@@ -217,13 +220,15 @@ class Runner:
     def run(self) -> list[ScenarioResult]:
         self.check_client()
         results: list[ScenarioResult] = []
-        total = len(self.plan.scenarios) * self.plan.repetitions
-        n = 0
-        for scenario in self.plan.scenarios:
-            for rep in range(1, self.plan.repetitions + 1):
-                n += 1
-                self.progress(f"[{n}/{total}] {scenario.name} (repetition {rep})")
-                results.append(self.run_scenario(scenario, rep))
+        by_name = {s.name: s for s in self.plan.scenarios}
+        units = self.plan.units or [
+            (s.name, rep)
+            for s in self.plan.scenarios
+            for rep in range(1, self.plan.repetitions + 1)
+        ]
+        for n, (name, rep) in enumerate(units, start=1):
+            self.progress(f"[{n}/{len(units)}] {name} (repetition {rep})")
+            results.append(self.run_scenario(by_name[name], rep))
         return results
 
     def run_scenario(self, scenario: Scenario, rep: int) -> ScenarioResult:

@@ -53,6 +53,7 @@ def test_namespaces(tasks: ModuleType) -> None:
         "lab.shell",
         "lab.verify",
         "lab.evaluate",
+        "lab.merge",
         "keys.generate",
         "image.lock",
         "clean",
@@ -227,3 +228,23 @@ def test_every_task_turns_lab_errors_into_an_exit(tasks: ModuleType) -> None:
     assert source.count("@task") == source.count("@lab_errors") == len(tasks.ns.task_names)
     assert source.count("except LabError") == 1
     assert "sys.path.insert" not in source
+
+
+def test_run_passes_shard_and_run_id(tasks: ModuleType, calls: list[dict[str, Any]]) -> None:
+    tasks.run(MockContext(), shard="2/3", run_id="campaign-1")
+    text = " ".join(calls[0]["args"])
+    assert "--shard 2/3 --run-id campaign-1" in text
+
+
+def test_merge_expands_globs_and_runs_on_the_host(tasks: ModuleType, tmp_path: Path) -> None:
+    for name in ("b-shard2of2.tar.gz", "a-shard1of2.tar.gz"):
+        (tmp_path / name).write_bytes(b"")
+    archives = [str(tmp_path / "a-shard1of2.tar.gz"), str(tmp_path / "b-shard2of2.tar.gz")]
+    expected = shlex.join(
+        [sys.executable, "-m", "lab", "merge", *archives, "--pubkey", "k", "--out", "m"]
+    )
+    c = MockContext(run={expected: Result()})
+    tasks.merge(c, pubkey="k", archive=[str(tmp_path / "*.tar.gz")], out="m")
+    with pytest.raises(Exit) as stop:
+        tasks.merge(MockContext(), pubkey="k", archive=[])
+    assert "needs the shard archives" in str(stop.value.message)

@@ -14,7 +14,7 @@ import yaml
 from tests.conftest import require
 
 WORKFLOWS = Path(__file__).resolve().parents[2] / ".github" / "workflows"
-FILES = [WORKFLOWS / "ci.yml", WORKFLOWS / "publish.yml"]
+FILES = [WORKFLOWS / "ci.yml", WORKFLOWS / "publish.yml", WORKFLOWS / "shards.yml"]
 PINNED = re.compile(r"^[\w.-]+/[\w.-]+(/[\w./-]+)?@[0-9a-f]{40}$")
 
 
@@ -89,3 +89,23 @@ def test_publish_signs_attests_and_releases() -> None:
     for name, job in jobs.items():
         if name != "evidence":
             assert "LAB_SIGNING_KEY" not in yaml.safe_dump(job), name
+
+
+def test_shards_matrix_uploads_each_shard_and_merge_verifies() -> None:
+    shards = _load(WORKFLOWS / "shards.yml")
+    jobs = shards["jobs"]
+    matrix = jobs["shard"]["strategy"]["matrix"]["shard"]
+    assert matrix == list(range(1, int(shards["env"]["SHARDS"]) + 1))
+    assert jobs["shard"]["strategy"]["fail-fast"] is False
+    run = next(s for s in jobs["shard"]["steps"] if "invoke lab.run" in s.get("run", ""))
+    assert '--shard "$SHARD/$SHARDS"' in run["run"] and '--run-id "$RUN_ID"' in run["run"]
+    uploads = [s for s in jobs["shard"]["steps"] if "upload-artifact" in s.get("uses", "")]
+    assert uploads and uploads[0]["with"]["name"] == "shard-${{ matrix.shard }}"
+    merge = jobs["merge"]
+    assert merge["needs"] == "shard"
+    download = next(s for s in merge["steps"] if "download-artifact" in s.get("uses", ""))
+    assert download["with"]["pattern"] == "shard-*"
+    script = next(s for s in merge["steps"] if "invoke lab.merge" in s.get("run", ""))["run"]
+    assert "--pubkey trusted-lab.pub" in script
+    assert 'python -m lab verify "merged/$RUN_ID.tar.gz" --pubkey trusted-lab.pub' in script
+    assert any("upload-artifact" in s.get("uses", "") for s in merge["steps"])

@@ -1,0 +1,203 @@
+"""``lab merge``: the verified shards of one run written as one run, of the same shape as an
+unsharded run, signed and archived.
+
+    outcome = merge(MergeRequest(archives=[...], pubkey=Path("lab.pub"), out=Path("merged")),
+                    say=print)
+    outcome.result.calibrated, outcome.archive.path
+
+Nothing is judged again: every repetition keeps the verdicts its shard gave it, and the
+aggregates k/N are the judges' own (``lab.judge.aggregate``) over all repetitions. The run
+directory holds every unit's evidence where an unsharded run keeps it
+(``<scenario>/r<rep>/``), the scenario and probe files once, a ``timeline.jsonl`` and
+``commands.jsonl`` whose rows say which shard they come from (each machine's clock is its
+own, so the shards are concatenated, never interleaved), and under ``shards/<I>/`` each
+shard's own records verbatim (its results.json, timeline, commands, signed SHA256SUMS and
+provenance). The provenance lists every shard archive, with its digest, as a resolved
+dependency; ``results.json`` → ``shards`` and the reports' "Shards" section describe them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from lab.evidence.archive import PUBKEY
+from lab.judge import aggregate
+from lab.merge.shards import MergeError, ShardArchive, check_shards, open_shards
+from lab.model import RunResult
+from lab.run.orchestrate import finish
+from lab.run.shard import RUN_ID
+
+#: shard files every merged run keeps once at its top (identical in every shard)
+SHARED = ("scenarios", "probes")
+#: files each shard's rows are concatenated into, tagged with the shard index
+CONCATENATED = ("timeline.jsonl", "commands.jsonl")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MergeRequest:
+    archives: list[Path]
+    #: the public key every shard must be signed with
+    pubkey: Path
+    #: the merged run goes to ``out/<run-id>/`` and ``out/<run-id>.tar.gz``
+    out: Path = Path("artifacts")
+    archive: bool = True
+
+
+@dataclass
+class MergeOutcome:
+    result: RunResult
+    run_dir: Path
+    archive: Any | None  # lab.evidence.archive.ArchiveInfo
+    shards: list[dict[str, Any]] = field(default_factory=list)
+
+
+def merge(request: MergeRequest, *, say: Callable[[str], None]) -> MergeOutcome:
+    if not request.pubkey.is_file():
+        raise MergeError(
+            f"--pubkey {request.pubkey}: no such key file; give the public key (lab.pub) "
+            "the shards were signed with."
+        )
+    with tempfile.TemporaryDirectory(prefix="lab-merge-") as tmp:
+        say(f"Verifying {len(request.archives)} shard archive(s) against {request.pubkey.name}…")
+        shards = check_shards(open_shards(request.archives, pubkey=request.pubkey, work=Path(tmp)))
+        frozen = shards[0].frozen_id
+        if RUN_ID.fullmatch(frozen) is None:
+            raise MergeError(f"{shards[0].name}: its run id {frozen!r} is not a run id.")
+        run_dir = (request.out / frozen).resolve()
+        try:
+            request.out.mkdir(parents=True, exist_ok=True)
+            run_dir.mkdir(mode=0o700)
+        except FileExistsError:
+            raise MergeError(
+                f"{run_dir} already exists; remove it or merge into another --out."
+            ) from None
+        except OSError as exc:
+            raise MergeError(f"{run_dir}: cannot be created ({exc.strerror or exc}).") from None
+        say(f"Merging shards 1–{len(shards)} of run {frozen} into {run_dir}")
+        try:
+            records = [_copy_shard(s, run_dir, first=s is shards[0]) for s in shards]
+        except BaseException:
+            shutil.rmtree(run_dir, ignore_errors=True)
+            raise
+    result = merged_result(shards, records)
+    signer = None
+    if request.archive:
+        from lab.evidence.signing import Signer
+
+        signer = Signer.from_env()
+        result.signing = signer.describe()
+        if signer.is_ephemeral:
+            say(
+                "No signing key configured (LAB_SIGNING_KEY): the merged run is signed with "
+                "an ephemeral key, so its archive proves integrity but not authenticity."
+            )
+    dependencies = [
+        {
+            "name": f"shard {r['index']}/{r['count']}",
+            "uri": f"file:{r['archive']}",
+            "digest": {"sha256": r["sha256"]},
+            "annotations": {"runId": r["run_id"], "keyId": r["key_id"]},
+        }
+        for r in records
+    ]
+    archive = finish(
+        result,
+        run_dir,
+        signer=signer,
+        started_epoch=_epoch(result.started_at),
+        say=say,
+        dependencies=dependencies,
+    )
+    return MergeOutcome(result=result, run_dir=run_dir, archive=archive, shards=records)
+
+
+def _copy_shard(s: ShardArchive, run_dir: Path, *, first: bool) -> dict[str, Any]:
+    """Move one shard's files into the merged run; return its ``shards`` record."""
+    units = {u.name for u in s.units}
+    own = run_dir / "shards" / str(s.spec.index)
+    own.mkdir(parents=True)
+    for entry in sorted(s.root.iterdir()):
+        if entry.name in units and entry.is_dir():
+            for unit in s.units:
+                src = entry / f"r{unit.repetition}"
+                if unit.name == entry.name and src.is_dir():
+                    shutil.copytree(src, run_dir / unit.name / src.name, dirs_exist_ok=False)
+        elif entry.name in SHARED:
+            if first:
+                shutil.copytree(entry, run_dir / entry.name)
+        elif entry.name == PUBKEY:
+            continue  # the trusted key; the merged run carries its own signer's
+        elif entry.is_dir():
+            shutil.copytree(entry, own / entry.name)
+        else:
+            shutil.copyfile(entry, own / entry.name)
+            if entry.name in CONCATENATED:
+                _append_tagged(entry, run_dir / entry.name, s.spec.index)
+    env = s.run.environment
+    return {
+        "index": s.spec.index,
+        "count": s.spec.count,
+        "run_id": s.run.run_id,
+        "units": [u.to_dict() for u in sorted(s.units)],
+        "archive": s.name,
+        "sha256": s.sha256,
+        "key_id": s.key_id,
+        "started_at": s.run.started_at,
+        "finished_at": s.run.finished_at,
+        "kernel": env.get("kernel"),
+        "cpu_model": env.get("cpu_model"),
+        "in_container": env.get("in_container"),
+        "calibrated": s.run.calibrated,
+        "files": sorted(f"shards/{s.spec.index}/{p.name}" for p in own.iterdir()),
+    }
+
+
+def _append_tagged(src: Path, dest: Path, index: int) -> None:
+    with open(src, encoding="utf-8") as rows, open(dest, "a", encoding="utf-8") as out:
+        for line in rows:
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError:
+                row = {"unparsed": line.rstrip("\n")}
+            if not isinstance(row, dict):
+                row = {"value": row}
+            out.write(json.dumps({"shard": index, **row}, sort_keys=True) + "\n")
+
+
+def merged_result(shards: list[ShardArchive], records: list[dict[str, Any]]) -> RunResult:
+    """One RunResult over every shard's repetitions, in unsharded order, aggregated by the
+    judges' own code."""
+    first = shards[0].run
+    order = {name: i for i, name in enumerate(first.options.get("scenarios") or [])}
+    scenarios = sorted(
+        (sc for s in shards for sc in s.run.scenarios),
+        key=lambda sc: (order.get(sc.name, len(order)), sc.name, sc.repetition),
+    )
+    result = RunResult(
+        run_id=shards[0].frozen_id,
+        started_at=min(s.run.started_at for s in shards),
+        finished_at=max(s.run.finished_at for s in shards),
+        options=dict(first.options),
+        observers=dict(first.observers),
+        environment={**first.environment, "merged_from_shards": len(shards)},
+        scenarios=scenarios,
+        shards=records,
+    )
+    result.aggregate = aggregate.aggregate(scenarios)
+    return result
+
+
+def _epoch(stamp: str) -> float:
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0

@@ -1,0 +1,219 @@
+"""``results.json`` read back into the results model: the inverse of ``RunResult.to_dict()``.
+
+``lab merge`` judges nothing again: it reads each verified shard's records into the same
+dataclasses the runner built, so the judges' aggregate code (``lab.judge.aggregate``) and
+the presenters (``lab.reports``) work on them unchanged.
+
+    run = load_run(json.loads((shard_dir / "results.json").read_text()))
+    run.to_dict()["scenarios"] == document["scenarios"]     # the same records
+
+What ``to_dict`` derives (``backup``, the merged ``invocations`` view, ``calibration``,
+``tracing_overhead``, ``contract_violations``, ``verified``) is derived again, never read.
+The client's event lines themselves are not in ``results.json`` (only their count, and the
+lines in the timeline and ``client.stdout``), so a loaded claim holds ``event_count`` and no
+``events``. A malformed document raises ``ValueError`` naming the key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, cast
+
+from lab.evaluate.model import Evaluation
+from lab.model import (
+    ClientClaim,
+    DecoySummary,
+    Finding,
+    Invocation,
+    Lingering,
+    ObserverStatus,
+    Outcome,
+    Pass,
+    ReceiverSummary,
+    RunResult,
+    SandboxRecord,
+    ScenarioResult,
+    Verdict,
+    VerifierCheck,
+)
+
+
+def _map(data: Any, what: str) -> Mapping[str, Any]:
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{what} is not an object")
+    return data
+
+
+def _get(data: Mapping[str, Any], key: str, what: str) -> Any:
+    if key not in data:
+        raise ValueError(f"{what}.{key} is missing")
+    return data[key]
+
+
+def load_claim(data: Mapping[str, Any]) -> ClientClaim:
+    return ClientClaim(
+        exit_status=data["exit_status"],
+        claimed_success=bool(data["claimed_success"]),
+        completion=data.get("completion"),
+        events=[],
+        unparsed_lines=int(data.get("unparsed_lines", 0)),
+        timed_out=bool(data.get("timed_out", False)),
+        killed_by_signal=data.get("killed_by_signal"),
+        wall_s=float(data["wall_s"]),
+        cpu_s=None if data.get("cpu_s") is None else float(data["cpu_s"]),
+        event_count=int(data.get("event_count", 0)),
+        omitted_lines=int(data.get("omitted_lines", 0)),
+    )
+
+
+def load_verifier(data: Mapping[str, Any]) -> VerifierCheck:
+    return VerifierCheck(
+        backup_exists=bool(data["backup_exists"]),
+        matches_source=bool(data["matches_source"]),
+        backup_sha256=data.get("backup_sha256"),
+        source_sha256=str(data["source_sha256"]),
+        backup_size=data.get("backup_size"),
+        checked_at=str(data["checked_at"]),
+        source_unchanged=bool(data.get("source_unchanged", True)),
+        receiver_digest=data.get("receiver_digest"),
+        store_consistent=bool(data.get("store_consistent", True)),
+    )
+
+
+def load_receiver(data: Mapping[str, Any]) -> ReceiverSummary:
+    return ReceiverSummary(
+        connections=int(data["connections"]),
+        payload_bytes_consumed=int(data["payload_bytes_consumed"]),
+        upload_attempts=int(data["upload_attempts"]),
+        committed=bool(data["committed"]),
+        rejected_uploads=int(data["rejected_uploads"]),
+        dropped_transfers=int(data["dropped_transfers"]),
+        have_queries=int(data["have_queries"]),
+        have_answers=list(data["have_answers"]),
+        held_source_at_start=bool(data["held_source_at_start"]),
+        decisions=list(data["decisions"]),
+        protocol_errors=int(data["protocol_errors"]),
+    )
+
+
+def load_sandbox(data: Mapping[str, Any]) -> SandboxRecord:
+    return SandboxRecord(
+        enabled=bool(data["enabled"]),
+        cgroup=data.get("cgroup"),
+        cgroup_id=data.get("cgroup_id"),
+        main_pid=data.get("main_pid"),
+        lingering=[
+            Lingering(pid=p["pid"], comm=p["comm"], argv=list(p["argv"]), age_s=p.get("age_s"))
+            for p in data.get("lingering", [])
+        ],
+        lingering_count=int(data.get("lingering_count", 0)),
+        lingering_killed=int(data.get("lingering_killed", 0)),
+        contained=bool(data.get("contained", True)),
+        stats=dict(data.get("stats") or {}),
+        stdout=dict(data.get("stdout") or {}),
+        stderr=dict(data.get("stderr") or {}),
+        error=data.get("error"),
+    )
+
+
+def load_invocation(data: Mapping[str, Any]) -> Invocation:
+    decoy = _map(_get(data, "decoy", "invocation"), "invocation.decoy")
+    return Invocation(
+        index=int(data["index"]),
+        claim=load_claim(_map(_get(data, "client", "invocation"), "invocation.client")),
+        verifier=load_verifier(_map(_get(data, "verifier", "invocation"), "verifier")),
+        receiver=load_receiver(_map(_get(data, "receiver", "invocation"), "receiver")),
+        decoy=DecoySummary(
+            connections=int(decoy["connections"]),
+            peers=list(decoy["peers"]),
+            bytes_received=int(decoy["bytes_received"]),
+        ),
+        sandbox=load_sandbox(_map(data.get("sandbox") or {"enabled": False}, "sandbox")),
+        observed={str(k): dict(v) for k, v in (data.get("observed") or {}).items()},
+        missing={str(k): str(v) for k, v in (data.get("missing") or {}).items()},
+        artifacts={str(k): list(v) for k, v in (data.get("artifacts") or {}).items()},
+    )
+
+
+def load_pass(data: Mapping[str, Any]) -> Pass:
+    source = _map(data.get("source") or {}, "pass.source")
+    return Pass(
+        collector=str(_get(data, "collector", "pass")),
+        invocations=[load_invocation(_map(i, "invocation")) for i in data["invocations"]],
+        receiver_address=str(data["receiver_address"]),
+        decoy_address=str(data["decoy_address"]),
+        preload_sha256=data.get("preload_sha256"),
+        error=data.get("error"),
+        source_seed=source.get("seed"),
+        source_sha256=source.get("sha256"),
+        source_size=source.get("size"),
+        source_changes={int(k): str(v) for k, v in (source.get("changed_before") or {}).items()},
+        wall_s=float(data.get("wall_s", 0.0)),
+        skipped=data.get("skipped"),
+        sandboxed=bool(data.get("sandboxed", True)),
+        netns=data.get("netns"),
+    )
+
+
+def load_verdict(data: Mapping[str, Any]) -> Verdict:
+    return Verdict(
+        expected=cast(Outcome | None, data.get("expected")),
+        observed=cast(Outcome, _get(data, "observed", "verdict")),
+        evidence=list(data.get("evidence") or []),
+        reason=str(data.get("reason", "")),
+    )
+
+
+def load_finding(data: Mapping[str, Any]) -> Finding:
+    return Finding(
+        observer=str(data["observer"]),
+        invocation=data.get("invocation"),
+        key=str(data["key"]),
+        expected=data.get("expected"),
+        observed=data.get("observed"),
+        met=data.get("met"),
+        reason=data.get("reason"),
+    )
+
+
+def load_scenario(data: Mapping[str, Any]) -> ScenarioResult:
+    return ScenarioResult(
+        name=str(_get(data, "name", "scenario")),
+        repetition=int(_get(data, "repetition", "scenario")),
+        description=str(data.get("description", "")),
+        scenario_file=str(data.get("scenario_file", "")),
+        passes=[load_pass(_map(p, "pass")) for p in _get(data, "passes", "scenario")],
+        verdicts={
+            str(c): load_verdict(_map(v, f"verdict {c}"))
+            for c, v in (data.get("verdicts") or {}).items()
+        },
+        findings=[load_finding(_map(f, "finding")) for f in data.get("findings") or []],
+        error=data.get("error"),
+        wall_s=float(data.get("wall_s", 0.0)),
+    )
+
+
+def load_run(document: Mapping[str, Any]) -> RunResult:
+    """A whole ``results.json``; raises ``ValueError`` (or ``KeyError``/``TypeError``, which
+    callers treat alike) when it is not one the lab wrote."""
+    data = _map(document, "results.json")
+    evaluation = data.get("evaluation")
+    return RunResult(
+        run_id=str(_get(data, "run_id", "results")),
+        started_at=str(_get(data, "started_at", "results")),
+        finished_at=str(_get(data, "finished_at", "results")),
+        options=dict(data.get("options") or {}),
+        observers={
+            str(name): ObserverStatus(
+                available=bool(s["available"]), reason=s.get("reason"), detail=dict(s["detail"])
+            )
+            for name, s in _map(data.get("observers") or {}, "observers").items()
+        },
+        environment=dict(data.get("environment") or {}),
+        scenarios=[load_scenario(_map(s, "scenario")) for s in data.get("scenarios") or []],
+        aggregate=list(data.get("aggregate") or []),
+        evaluation=None if evaluation is None else Evaluation.from_dict(evaluation),
+        signing=dict(data.get("signing") or {}),
+        shard=data.get("shard"),
+        shards=list(data.get("shards") or []),
+    )

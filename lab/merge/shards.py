@@ -1,0 +1,224 @@
+"""Shard archives as ``lab merge`` takes them: each verified *before* a byte of it is read,
+then checked against the others.
+
+    shards = open_shards([Path("a.tar.gz"), Path("b.tar.gz")], pubkey=Path("lab.pub"),
+                         work=private_tmp_dir)
+    check_shards(shards)      # one run, one lab, every shard once, every unit once
+    shards[0].run.scenarios, shards[0].root / "timeline.jsonl"
+
+Each archive is first copied into ``work`` (a directory only this user can read), and the
+*copy* is verified (``lab.evidence.verify``: structure, checksums, the signature against the
+trusted key, the provenance) and then unpacked: what is read is exactly what was verified,
+however the original file changes meanwhile. Every refusal is a :class:`MergeError`: one
+sentence naming the archive and what to do.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lab.errors import ArchiveError, LabError, SchemaError
+from lab.evidence.verify import VerificationError, verify_archive
+from lab.merge.load import load_run
+from lab.model import RunResult
+from lab.run.fixture import sha256_file
+from lab.run.shard import ShardSpec, Unit, work_units
+from lab.schemas import validate_results
+
+
+class MergeError(ArchiveError):
+    """A shard archive that cannot be merged (exit status 1, like a failed verification)."""
+
+
+@dataclass
+class ShardArchive:
+    """One verified, unpacked shard."""
+
+    #: the archive as the user named it
+    path: Path
+    #: SHA-256 of the archive that was verified
+    sha256: str
+    key_id: str
+    #: the unpacked run directory
+    root: Path
+    run: RunResult
+    spec: ShardSpec
+    frozen_id: str
+    units: list[Unit]
+    #: SHA256SUMS of the shard: run-relative path -> digest
+    digests: dict[str, str]
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+def open_shards(paths: list[Path], *, pubkey: Path, work: Path) -> list[ShardArchive]:
+    if not paths:
+        raise MergeError("lab merge needs the shard archives (SHARD.tar.gz ...) to merge.")
+    names = [p.name for p in paths]
+    for name in names:
+        if names.count(name) > 1:
+            raise MergeError(f"{name} is given twice; name every shard archive once.")
+    return [open_shard(path, pubkey=pubkey, work=work / f"s{i}") for i, path in enumerate(paths)]
+
+
+def open_shard(path: Path, *, pubkey: Path, work: Path) -> ShardArchive:
+    work.mkdir(mode=0o700, parents=True)
+    copy = work / path.name
+    try:
+        shutil.copyfile(path, copy)
+    except OSError as exc:
+        raise MergeError(
+            f"{path}: cannot be read ({exc.strerror or exc}); check the path."
+        ) from None
+    try:
+        report = verify_archive(copy, pubkey=pubkey)
+    except VerificationError as failure:
+        first = failure.report.first_failure
+        what = first.message if first is not None and first.message else str(failure)
+        what = what.removeprefix(f"{path.name}: ").rstrip(".")
+        raise MergeError(
+            f"{path.name} does not verify against {pubkey.name} ({what}); it was not merged: "
+            "fetch that shard's archive again or re-run the shard."
+        ) from None
+    if not report.authenticity_established:
+        raise MergeError(
+            f"{path.name} was signed with an ephemeral key, so nothing shows who made it; run "
+            "every shard with LAB_SIGNING_KEY set to the key whose public half you trust."
+        )
+    root = work / "unpacked"
+    root.mkdir()
+    with tarfile.open(copy, "r:gz") as tar:
+        tar.extractall(root, filter="data")
+    tops = [p for p in root.iterdir()]
+    if len(tops) != 1 or not tops[0].is_dir():  # pragma: no cover - verification checks this
+        raise MergeError(f"{path.name} does not hold one run directory; it was not merged.")
+    run_dir = tops[0]
+    digests = _checksums(run_dir)
+    run = _results(path, run_dir)
+    if run.shard is None:
+        raise MergeError(
+            f"{path.name} is not a shard (its results.json has no 'shard' record); merge "
+            "only the archives of 'python -m lab run --shard I/N'."
+        )
+    try:
+        spec = ShardSpec(int(run.shard["index"]), int(run.shard["count"]))
+        units = [Unit.from_dict(u, str(run.shard["unit"])) for u in run.shard["units"]]
+        frozen = str(run.shard["run_id"])
+    except (KeyError, TypeError, ValueError, LabError):
+        raise MergeError(
+            f"{path.name}: its shard record is malformed; it was not merged."
+        ) from None
+    return ShardArchive(
+        path=path,
+        sha256=sha256_file(copy),
+        key_id=str(report.key_id or ""),
+        root=run_dir,
+        run=run,
+        spec=spec,
+        frozen_id=frozen,
+        units=units,
+        digests=digests,
+    )
+
+
+def _checksums(run_dir: Path) -> dict[str, str]:
+    from lab.evidence.archive import CHECKSUMS, parse_checksums
+
+    return parse_checksums((run_dir / CHECKSUMS).read_text("utf-8"))
+
+
+def _results(path: Path, run_dir: Path) -> RunResult:
+    try:
+        document: Any = json.loads((run_dir / "results.json").read_text("utf-8"))
+        validate_results(document)
+        return load_run(document)
+    except (OSError, ValueError, KeyError, TypeError, SchemaError):
+        raise MergeError(
+            f"{path.name}: its results.json cannot be read as a lab run; it was not merged."
+        ) from None
+
+
+def _same(shards: list[ShardArchive], what: str, value: Any, advice: str) -> None:
+    first = shards[0]
+    for other in shards[1:]:
+        if value(other) != value(first):
+            raise MergeError(
+                f"{other.name} and {first.name} differ in {what} "
+                f"({value(other)!r} and {value(first)!r}); {advice}"
+            )
+
+
+def check_shards(shards: list[ShardArchive]) -> list[ShardArchive]:
+    """The shards of one run, each once, in index order; their units exactly the run's."""
+    one_run = "merge the shards of one run only (the same inputs, or the same --run-id)."
+    _same(shards, "run id", lambda s: s.frozen_id, one_run)
+    _same(shards, "shard count", lambda s: s.spec.count, one_run)
+    _same(
+        shards,
+        "lab version",
+        lambda s: s.run.options.get("lab_version"),
+        "run every shard with the same lab (the same image).",
+    )
+    _same(
+        shards,
+        "image digest",
+        lambda s: (s.run.environment.get("image") or {}).get("digest"),
+        "run every shard in the same lab image.",
+    )
+    _same(
+        shards,
+        "client digest",
+        lambda s: s.run.environment.get("client_sha256"),
+        "run every shard with the same client binary.",
+    )
+    _same(
+        shards,
+        "options",
+        lambda s: s.run.options,
+        "run every shard with the same options (a missing tracer on one machine changes the "
+        "passes: check 'python -m lab doctor' there).",
+    )
+    _same(
+        shards,
+        "scenario and probe files",
+        lambda s: {k: v for k, v in s.digests.items() if k.startswith(("scenarios/", "probes/"))},
+        one_run,
+    )
+    by_index: dict[int, ShardArchive] = {}
+    for s in shards:
+        if s.spec.index in by_index:
+            raise MergeError(
+                f"{s.name} and {by_index[s.spec.index].name} are both shard {s.spec}; give each "
+                "shard's archive once."
+            )
+        by_index[s.spec.index] = s
+    count = shards[0].spec.count
+    missing = [str(i) for i in range(1, count + 1) if i not in by_index]
+    if missing:
+        raise MergeError(
+            f"shard(s) {', '.join(missing)} of {count} of run {shards[0].frozen_id} are "
+            "missing; give every shard's archive (or re-run the missing shards)."
+        )
+    options = shards[0].run.options
+    every = work_units(list(options.get("scenarios") or []), int(options.get("repetitions", 1)))
+    for s in shards:
+        expected = s.spec.select(every)
+        ran = sorted(Unit(r.name, r.repetition) for r in s.run.scenarios)
+        if sorted(s.units) != expected or ran != expected:
+            raise MergeError(
+                f"{s.name} holds units {_units(ran)} but shard {s.spec} of this run is "
+                f"{_units(expected)}; it was not made by 'lab run --shard', re-run that shard."
+            )
+    return [by_index[i] for i in sorted(by_index)]
+
+
+def _units(units: list[Unit]) -> str:
+    shown = ", ".join(f"{u.name} r{u.repetition}" for u in units[:4])
+    return f"[{shown}{', …' if len(units) > 4 else ''}]"

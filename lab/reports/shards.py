@@ -1,0 +1,65 @@
+"""Rows about shards: which shard archives a merged run was made of (``lab merge``), or
+which share of a run this shard ran (``lab run --shard I/N``).
+
+    shards_table(run)       # a merged run: one row per shard archive, with its digest
+    shard_statement(run)    # a shard's own report: "Shard 2 of 3 of run …: 6 of 18 units"
+"""
+
+from __future__ import annotations
+
+from lab.model import RunResult
+from lab.reports.table import NOT_RECORDED, Table, fmt
+
+
+def has_shards(run: RunResult) -> bool:
+    return bool(run.shards) or run.shard is not None
+
+
+def _units(units: list[dict[str, object]]) -> str:
+    return ", ".join(
+        f"{u.get('scenario', u.get('condition'))} r{u.get('repetition')}" for u in units
+    )
+
+
+def shard_statement(run: RunResult) -> str | None:
+    """For one shard's run: what it is a part of, and how to make the whole."""
+    record = run.shard
+    if not record:
+        return None
+    units = list(record.get("units") or [])
+    return (
+        f"This run is shard {record.get('index')} of {record.get('count')} of run "
+        f"{record.get('run_id')}: it ran {len(units)} unit(s) ({_units(units)}). Its "
+        "figures cover those units only; 'python -m lab merge' verifies every shard's archive "
+        "and writes the whole run."
+    )
+
+
+def shards_table(run: RunResult) -> Table:
+    """For a merged run: one row per shard archive, in shard order."""
+    rows = [
+        [
+            f"{r.get('index')}/{r.get('count')}",
+            str(r.get("archive", NOT_RECORDED)),
+            str(r.get("sha256", NOT_RECORDED)),
+            _units(list(r.get("units") or [])),
+            str(r.get("run_id", NOT_RECORDED)),
+            str(r.get("kernel") or NOT_RECORDED),
+            f"{r.get('started_at', NOT_RECORDED)} - {r.get('finished_at', NOT_RECORDED)}",
+        ]
+        for r in run.shards
+    ]
+    units = sum(len(r.get("units") or []) for r in run.shards)
+    notes = [
+        f"This run was merged from {fmt(len(run.shards))} shard archives holding {fmt(units)} "
+        "units (scenario × repetition), each verified against the trusted key before it was "
+        "read; every verdict is the one its shard gave, and the aggregates count all "
+        "repetitions. Each archive is a resolved dependency of this run's provenance, with "
+        "its SHA-256.",
+        "Each shard ran on its own machine with its own clock: timings compare within a shard; "
+        "timeline.jsonl and commands.jsonl hold every shard's rows, tagged with the shard, and "
+        "shards/<I>/ keeps each shard's own signed records.",
+    ]
+    return Table(
+        ["shard", "archive", "SHA-256", "units", "shard run", "kernel", "ran"], rows, notes
+    )

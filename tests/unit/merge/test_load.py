@@ -1,0 +1,48 @@
+"""results.json read back: the loaded model writes the same document, and the judges'
+aggregate over it equals the aggregate stored beside it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lab.judge.aggregate import aggregate
+from lab.merge.load import load_run
+from lab.model import RunResult
+from tests.unit.reports.reports_sample import (
+    build_degraded_run,
+    build_repeated_run,
+    build_sample_run,
+)
+
+
+def _roundtrip(document: dict[str, object]) -> dict[str, object]:
+    return json.loads(json.dumps(load_run(document).to_dict()))
+
+
+@pytest.mark.parametrize("build", [build_sample_run, build_degraded_run, build_repeated_run])
+def test_load_inverts_to_dict(build: object) -> None:
+    run = build()  # type: ignore[operator]
+    assert isinstance(run, RunResult)
+    document = json.loads(json.dumps(run.to_dict()))
+    assert _roundtrip(document) == document
+
+
+def test_aggregate_of_loaded_scenarios_equals_the_stored_one() -> None:
+    document = json.loads(json.dumps(build_repeated_run().to_dict()))
+    loaded = load_run(document)
+    assert json.loads(json.dumps(aggregate(loaded.scenarios))) == document["aggregate"]
+
+
+def test_shard_records_round_trip() -> None:
+    run = build_sample_run()
+    run.shard = {"index": 1, "count": 2, "run_id": "r", "unit": "scenario", "units": []}
+    document = json.loads(json.dumps(run.to_dict()))
+    assert _roundtrip(document)["shard"] == run.shard
+
+
+@pytest.mark.parametrize("bad", [[], {"run_id": "x"}, {"run_id": "x", "started_at": "t"}])
+def test_malformed_documents_raise_value_error(bad: object) -> None:
+    with pytest.raises(ValueError):
+        load_run(bad)  # type: ignore[arg-type]
