@@ -339,6 +339,12 @@ def print_evaluation(evaluation: Evaluation, console: Console) -> None:
             f"  timing (untraced, median wall, first backup): candidate/baseline = "
             f"{'N/A' if fb is None else f'{fb:.2f}×'}"
         )
+    share = evaluation.timing.floor_share("first_backup_wall") if evaluation.timing else None
+    if share is not None:
+        console.print(
+            f"  instrument floor (a reference uploader timed the same way): {100.0 * share:.0f}%"
+            " of the baseline's first-backup wall"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from lab import __version__
 from lab.errors import LabError, UsageError
-from lab.evaluate import timing
+from lab.evaluate import floor, timing
 from lab.evaluate.candidate import BUILD_TIMEOUT_S, build, prepare
 from lab.evaluate.model import (
     ClauseCounts,
@@ -450,16 +450,27 @@ def _judge(
         )
         say(f"Untraced timing skipped: {timing_skipped}")
     else:
-        say(f"Untraced timing: {request.timing_runs} rounds, candidate and baseline alternated…")
+        say(
+            f"Untraced timing: {request.timing_runs} rounds, baseline, candidate and the "
+            "instrument floor's reference uploader alternated…"
+        )
+        log = procs.CommandLog(run_dir / "commands.jsonl", root=run_dir)
         with tempfile.TemporaryDirectory(prefix="lab-timing-") as scratch:
+            reference = floor.build(Path(scratch) / "floor", log)
+            clients = {"baseline": seeded, "candidate": binary}
+            if reference.binary is not None:
+                clients["floor"] = reference.binary
+            else:
+                say(f"Instrument floor not measured: {reference.reason}")
             timed = timing.alternate(
-                {"baseline": seeded, "candidate": binary},
+                clients,
                 rounds=request.timing_runs,
                 size=request.size,
                 workdir=Path(scratch),
-                log=procs.CommandLog(run_dir / "commands.jsonl", root=run_dir),
+                log=log,
                 timeout=request.timeout_s,
                 sandbox=prepared.sandbox,
+                floor=reference.describe(),
             )
     failed = failed_clauses(results)
     passed = not failed

@@ -32,6 +32,10 @@ def _optional_float(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
+def _optional_str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
 # --- what was frozen before the candidate ran ------------------------------------------------
 
 
@@ -422,6 +426,17 @@ class Timing:
     #: candidate median ÷ baseline median per metric, stored when both clients ran; None
     #: for a metric where it is undefined
     ratio: dict[str, float | None] | None = None
+    #: the instrument floor's reference uploader (``lab.evaluate.floor``): its source and
+    #: binary digests, or the reason it is missing; its spreads are ``clients["floor"]``
+    floor: dict[str, str | None] | None = None
+
+    def floor_share(self, metric: str) -> float | None:
+        """The instrument floor's median as a fraction of the baseline's, for ``metric``;
+        None when either was not measured."""
+        floor, base = self.clients.get("floor"), self.clients.get("baseline")
+        f = floor.spreads.get(metric) if floor else None
+        b = base.spreads.get(metric) if base else None
+        return None if f is None or b is None or b.median <= 0 else f.median / b.median
 
     def to_dict(self) -> dict[str, Any]:
         row: dict[str, Any] = {
@@ -432,17 +447,21 @@ class Timing:
         }
         if self.ratio is not None:
             row["ratio"] = dict(self.ratio)
+        if self.floor is not None:
+            row["floor"] = dict(self.floor)
         return row
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Timing:
         ratio = data.get("ratio")
+        floor = data.get("floor")
         return cls(
             rounds=int(data["rounds"]),
             size=int(data["size"]),
             method=str(data["method"]),
             clients={str(n): ClientTiming.from_dict(c) for n, c in data["clients"].items()},
             ratio=None if ratio is None else {str(m): _optional_float(v) for m, v in ratio.items()},
+            floor=None if floor is None else {str(k): _optional_str(v) for k, v in floor.items()},
         )
 
 

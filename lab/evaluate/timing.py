@@ -100,10 +100,13 @@ def alternate(
     timeout: float = 60.0,
     seed: str = "timing",
     sandbox: Sandbox | None = None,
+    floor: dict[str, str | None] | None = None,
 ) -> Timing:
     """Run every client ``rounds`` times, in alternation (A B A B …), so that drift in the
     machine's load affects them alike. Returns per-client spreads and, when both a
-    ``baseline`` and a ``candidate`` are present, candidate/baseline ratios of the medians."""
+    ``baseline`` and a ``candidate`` are present, candidate/baseline ratios of the medians.
+    A client named ``floor`` is the instrument floor's reference uploader; ``floor`` is its
+    identity (``lab.evaluate.floor.Floor.describe``), stored beside the spreads."""
     workdir.mkdir(parents=True, exist_ok=True)
     source = workdir / "timing-source.bin"
     fixture.write_source(source, seed=seed, size=size)
@@ -150,6 +153,7 @@ def alternate(
         ),
         clients=spreads,
         ratio=ratio,
+        floor=floor,
     )
 
 

@@ -9,7 +9,7 @@ unnecessary-work diagnostics and the frozen files.
 
 from __future__ import annotations
 
-from lab.evaluate.model import BuildRecord, Evaluation
+from lab.evaluate.model import BuildRecord, Evaluation, Timing
 from lab.model import CLAUSE_TITLES, CLAUSES
 from lab.reports.repetitions import clause_counts_cell, repetition_wording
 from lab.reports.table import (
@@ -147,7 +147,8 @@ def evaluation_frozen_files(evaluation: Evaluation) -> Table | None:
 
 
 def evaluation_timing_table(evaluation: Evaluation) -> Table | None:
-    """Untraced medians per client, and the candidate/baseline ratio the timing stored."""
+    """Untraced medians per client, the candidate/baseline ratio the timing stored, and the
+    instrument floor (the reference uploader timed the same way) beside them."""
     timing = evaluation.timing
     if timing is None:
         if evaluation.timing_skipped is None:
@@ -155,6 +156,7 @@ def evaluation_timing_table(evaluation: Evaluation) -> Table | None:
         return Table(["timing"], [[evaluation.timing_skipped]], [])
     base = timing.clients.get("baseline")
     cand = timing.clients.get("candidate")
+    floor = timing.clients.get("floor")
     ratios = timing.ratio or {}
     rows = [
         [
@@ -162,12 +164,13 @@ def evaluation_timing_table(evaluation: Evaluation) -> Table | None:
             fmt_spread(base.spreads.get(metric) if base else None),
             fmt_spread(cand.spreads.get(metric) if cand else None),
             fmt_ratio(ratios.get(metric)),
+            fmt_spread(floor.spreads.get(metric) if floor else None),
         ]
         for metric, label in TIMING_METRICS
     ]
     exits = [
         f"{name}: {fmt(timing.clients[name].nonzero_exits)}"
-        for name in ("baseline", "candidate")
+        for name in ("baseline", "candidate", "floor")
         if name in timing.clients
     ]
     notes = [
@@ -175,14 +178,39 @@ def evaluation_timing_table(evaluation: Evaluation) -> Table | None:
         "Ratio = candidate median / baseline median; below 1.00x the candidate is faster; "
         "N/A where undefined.",
         f"Method: {fmt(timing.method)}.",
+        _floor_note(timing),
     ]
     if exits:
         notes.append("Runs that exited non-zero: " + "; ".join(exits) + ".")
     return Table(
-        ["untraced timing", "baseline median (range)", "candidate median (range)", "ratio"],
+        [
+            "untraced timing",
+            "baseline median (range)",
+            "candidate median (range)",
+            "ratio",
+            "instrument floor median (range)",
+        ],
         rows,
         notes,
     )
+
+
+def _floor_note(timing: Timing) -> str:
+    """What the floor column is, and how much of the baseline's first backup it is."""
+    identity = timing.floor or {}
+    floor = timing.clients.get("floor")
+    if floor is None:
+        why = identity.get("reason") or "not measured by this version of the lab"
+        return f"Instrument floor: not measured ({why})."
+    text = (
+        "Instrument floor: the reference uploader (native/reference/uploader.c, binary "
+        f"sha256 {fmt(identity.get('binary_sha256'))}) timed the same way: the least any "
+        "correct client takes here; the rest of a median is the client's own."
+    )
+    share = timing.floor_share("first_backup_wall")
+    if share is not None:
+        text += f" It is {100.0 * share:.0f}% of the baseline's first-backup wall."
+    return text
 
 
 def evaluation_clause_table(evaluation: Evaluation) -> Table | None:

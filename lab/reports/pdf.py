@@ -379,7 +379,7 @@ def _evaluation(evaluation: Evaluation) -> list[Flowable]:
     timing = evaluation_timing_table(evaluation)
     if timing is not None:
         flow.append(heading("Timing (untraced)", 1))
-        flow += table_flow(timing, [120, 150, 150, WIDTH - 420])
+        flow += table_flow(timing, [105, 125, 125, 45, WIDTH - 400])
     diagnostics = evaluation_diagnostics_table(evaluation)
     if diagnostics is not None:
         flow.append(heading("Diagnostics (traced, no threshold)", 1))

@@ -74,6 +74,9 @@ def test_defective_candidate_caught_on_its_clause(tmp_path: Path, name: str) -> 
     assert failed >= failing
     assert len(evaluation["candidate"]["binary_sha256"]) == 64
     assert evaluation["timing"]["ratio"]["first_backup_wall"] is not None
+    # the instrument floor was timed beside them, by a reference uploader that is named
+    assert evaluation["timing"]["clients"]["floor"]["nonzero_exits"] == 0
+    assert len(evaluation["timing"]["floor"]["binary_sha256"]) == 64
 
 
 def test_correct_alternative_passes(tmp_path: Path) -> None:

@@ -6,6 +6,8 @@ import copy
 import json
 from dataclasses import replace
 
+import pytest
+
 from lab.evaluate.model import (
     BuildRecord,
     CandidateRecord,
@@ -20,6 +22,7 @@ from lab.evaluate.model import (
     Timing,
 )
 from lab.reports.evaluation import evaluation_other_rows, evaluation_timing_table
+from lab.reports.table import fmt_spread
 from lab.schemas import validate_results
 from tests.unit.reports.reports_sample import SAMPLE_EVALUATION, build_repeated_run
 
@@ -85,14 +88,21 @@ def test_a_build_failure_records_only_what_happened() -> None:
     assert BuildRecord(status="prebuilt").to_dict() == {"status": "prebuilt"}
 
 
-def _timing(ratio: dict[str, float | None] | None) -> Timing:
+def _timing(ratio: dict[str, float | None] | None, floor_median: float | None = None) -> Timing:
     one = Spread(median=0.01, min=0.01, max=0.01, n=2)
     metrics = ("first_backup_wall", "first_backup_cpu", "unchanged_wall", "unchanged_cpu")
     clients = {
         name: ClientTiming(spreads=dict.fromkeys(metrics, one), nonzero_exits=0)
         for name in ("baseline", "candidate")
     }
-    return Timing(rounds=2, size=1024, method="untraced", clients=clients, ratio=ratio)
+    if floor_median is None:
+        return Timing(rounds=2, size=1024, method="untraced", clients=clients, ratio=ratio)
+    low = Spread(median=floor_median, min=floor_median, max=floor_median, n=2)
+    clients["floor"] = ClientTiming(spreads=dict.fromkeys(metrics, low), nonzero_exits=0)
+    identity: dict[str, str | None] = {"binary_sha256": "abc", "reason": None}
+    return Timing(
+        rounds=2, size=1024, method="untraced", clients=clients, ratio=ratio, floor=identity
+    )
 
 
 def test_the_report_reads_the_stored_ratio_and_never_recomputes_it() -> None:
@@ -101,11 +111,37 @@ def test_the_report_reads_the_stored_ratio_and_never_recomputes_it() -> None:
     table = evaluation_timing_table(stored)
     assert table is not None
     # equal medians would give 1.00x: the table shows what lab.evaluate.timing stored
-    assert table.rows[0][-1] == "0.50x"
-    assert [row[-1] for row in table.rows[1:]] == ["N/A", "N/A", "N/A"]
+    ratio = table.header.index("ratio")
+    assert table.rows[0][ratio] == "0.50x"
+    assert [row[ratio] for row in table.rows[1:]] == ["N/A", "N/A", "N/A"]
     unstored = evaluation_timing_table(replace(evaluation, timing=_timing(None)))
-    assert unstored is not None and {row[-1] for row in unstored.rows} == {"N/A"}
+    assert unstored is not None and {row[ratio] for row in unstored.rows} == {"N/A"}
     assert "ratio" not in _timing(None).to_dict()
+
+
+def test_the_instrument_floor_stands_beside_the_ratio() -> None:
+    evaluation = Evaluation.from_dict(copy.deepcopy(SAMPLE_EVALUATION))
+    timing = _timing({"first_backup_wall": 1.0}, floor_median=0.004)
+    table = evaluation_timing_table(replace(evaluation, timing=timing))
+    assert table is not None
+    column = table.header.index("instrument floor median (range)")
+    assert column == table.header.index("ratio") + 1
+    assert all(row[column] != "not recorded" for row in table.rows)
+    note = next(n for n in table.notes if n.startswith("Instrument floor"))
+    assert "40% of the baseline's first-backup wall" in note and "abc" in note
+    assert timing.floor_share("first_backup_wall") == pytest.approx(0.4)
+    assert Timing.from_dict(timing.to_dict()) == timing
+
+
+def test_a_missing_floor_says_why_rather_than_showing_a_zero() -> None:
+    evaluation = Evaluation.from_dict(copy.deepcopy(SAMPLE_EVALUATION))
+    missing = replace(_timing(None), floor={"reason": "no C compiler (cc) on PATH"})
+    table = evaluation_timing_table(replace(evaluation, timing=missing))
+    assert table is not None
+    column = table.header.index("instrument floor median (range)")
+    assert {row[column] for row in table.rows} == {fmt_spread(None)}
+    assert "Instrument floor: not measured (no C compiler (cc) on PATH)." in table.notes
+    assert missing.floor_share("first_backup_wall") is None
 
 
 def test_unknown_fields_are_kept_and_listed() -> None:
