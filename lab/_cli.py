@@ -164,6 +164,7 @@ def print_archive(info: object, console: Console) -> None:
     console.print("Or with standard tools, in the unpacked run directory:", highlight=False)
     for line in (
         f"cd {run_dir}",
+        "signify-openbsd -C -p lab.pub -x SHA256SUMS.signify",
         "sha256sum -c SHA256SUMS",
         "signify-openbsd -V -p lab.pub -m SHA256SUMS",
         "minisign -V -p lab.pub -m SHA256SUMS -x SHA256SUMS.sig",

@@ -1,14 +1,17 @@
 """The evidence archive: checksums, signatures, provenance and a deterministic tarball.
 
-``write_archive`` adds four files to a finished run directory and packs it::
+``write_archive`` adds five files to a finished run directory and packs it::
 
     artifacts/<run-id>/lab.pub                   public key (signify format)
-    artifacts/<run-id>/provenance.intoto.jsonl   DSSE envelope: every file except these three
-                                                 as subjects (it, SHA256SUMS, SHA256SUMS.sig)
+    artifacts/<run-id>/provenance.intoto.jsonl   DSSE envelope: every file except it and the
+                                                 SHA256SUMS files as subjects
     artifacts/<run-id>/SHA256SUMS                `sha256sum --tag` lines: every file except
-                                                 itself and SHA256SUMS.sig (so lab.pub and
-                                                 the provenance are covered)
+                                                 itself and its two signatures (so lab.pub
+                                                 and the provenance are covered)
     artifacts/<run-id>/SHA256SUMS.sig            signify/minisign signature of SHA256SUMS
+    artifacts/<run-id>/SHA256SUMS.signify        signify's embedded form: the signature's
+                                                 two lines, then the SHA256SUMS text
+                                                 (``signify -C -p lab.pub -x SHA256SUMS.signify``)
     artifacts/<run-id>.tar.gz                    members under <run-id>/, byte-for-byte
                                                  reproducible from the same files
     artifacts/<run-id>.tar.gz.sha256             `sha256sum` line for publishing
@@ -44,13 +47,18 @@ from lab.run.fixture import sha256_file
 
 CHECKSUMS = "SHA256SUMS"
 CHECKSUMS_SIG = "SHA256SUMS.sig"
+#: signify's embedded signature: the two lines of CHECKSUMS_SIG followed by SHA256SUMS
+CHECKSUMS_SIGNIFY = "SHA256SUMS.signify"
 PUBKEY = "lab.pub"
 PROVENANCE = "provenance.intoto.jsonl"
 #: files write_archive generates; a run's own files may not use these names
-GENERATED = (CHECKSUMS, CHECKSUMS_SIG, PUBKEY, PROVENANCE)
-#: listed in SHA256SUMS but not provenance subjects (the provenance cannot name itself, and
-#: SHA256SUMS is written after it)
-NOT_SUBJECTS = frozenset({PROVENANCE, CHECKSUMS, CHECKSUMS_SIG})
+GENERATED = (CHECKSUMS, CHECKSUMS_SIG, CHECKSUMS_SIGNIFY, PUBKEY, PROVENANCE)
+#: in the archive but not listed in SHA256SUMS: the list itself and its signatures, which
+#: vouch for it (a list cannot hold its own digest)
+UNLISTED = frozenset({CHECKSUMS, CHECKSUMS_SIG, CHECKSUMS_SIGNIFY})
+#: not provenance subjects (the provenance cannot name itself, and the SHA256SUMS files are
+#: written after it)
+NOT_SUBJECTS = frozenset({PROVENANCE, *UNLISTED})
 
 #: private keys are small; files larger than this are not scanned for key material
 KEY_SCAN_LIMIT = 64 * 1024
@@ -255,6 +263,9 @@ def write_archive(
     (run_dir / CHECKSUMS).write_bytes(checksums)
     (run_dir / CHECKSUMS_SIG).write_text(
         signer.sign_detached(checksums, file_name=CHECKSUMS, public_key_name=PUBKEY), "ascii"
+    )
+    (run_dir / CHECKSUMS_SIGNIFY).write_bytes(
+        signer.sign_embedded(checksums, public_key_name=PUBKEY)
     )
 
     tar_path = run_dir.parent / f"{run_dir.name}.tar.gz"

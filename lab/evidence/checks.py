@@ -21,16 +21,18 @@ from lab.errors import ArchiveError, SigningError
 from lab.evidence.archive import (
     CHECKSUMS,
     CHECKSUMS_SIG,
+    CHECKSUMS_SIGNIFY,
     NOT_SUBJECTS,
     PROVENANCE,
     PUBKEY,
+    UNLISTED,
     name_problem,
     parse_checksums,
 )
 from lab.evidence.keys import PublicKey
 from lab.evidence.provenance import BUILD_TYPE, PREDICATE_TYPE, STATEMENT_TYPE, open_envelope
 from lab.evidence.scan import GiB, Limits, MiB, Scan
-from lab.evidence.signing import verify_detached
+from lab.evidence.signing import verify_detached, verify_embedded
 
 INTEGRITY_ONLY_WARNING = (
     "No --pubkey was given: the archive was checked against its own lab.pub, which proves "
@@ -233,10 +235,10 @@ def checksum_checks(
     if listed is None:
         return None
 
-    present = {name for name in files if name not in (CHECKSUMS, CHECKSUMS_SIG)}
+    present = {name for name in files if name not in UNLISTED}
     missing = sorted(set(listed) - present)
     extra = sorted(present - set(listed))
-    for excluded in (CHECKSUMS, CHECKSUMS_SIG):
+    for excluded in sorted(UNLISTED):
         if excluded in listed:
             extra.append(f"{excluded} (listed in SHA256SUMS)")
     parents = {str(p) for name in listed for p in PurePosixPath(name).parents}
@@ -264,7 +266,7 @@ def checksum_checks(
     report.add(
         "member set",
         message is None,
-        f"exactly the {len(listed)} files in SHA256SUMS, plus SHA256SUMS and its signature",
+        f"exactly the {len(listed)} files in SHA256SUMS, plus SHA256SUMS and its signatures",
         "; ".join(found_parts) if found_parts else f"{len(present)} files, as listed",
         message,
     )
@@ -365,7 +367,36 @@ def signature_checks(report: VerifyReport, scan: Scan, pubkey: Path | None) -> P
             expected,
             "valid" + (f" (trusted comment: {comment})" if comment else ""),
         )
+    _embedded_check(report, scan, key)
     return key
+
+
+def _embedded_check(report: VerifyReport, scan: Scan, key: PublicKey) -> None:
+    """SHA256SUMS.signify (what ``signify -C`` reads) is signed and embeds SHA256SUMS."""
+    top = report.run_id or "<top>"
+    what = f"{top}/{CHECKSUMS_SIGNIFY}"
+    expected = f"signify embedded signature by key {key.key_id} of exactly SHA256SUMS"
+    data = scan.metadata.get(CHECKSUMS_SIGNIFY)
+    if data is None:
+        why = f"{report.archive}: {what} is missing, so 'signify -C' cannot check the archive."
+        report.add(CHECKSUMS_SIGNIFY, False, expected, "missing", why)
+        return
+    try:
+        message = verify_embedded(data, key, what=what)
+    except SigningError as exc:
+        why = f"{report.archive}: {exc}"
+        report.add(CHECKSUMS_SIGNIFY, False, expected, "does not verify", why)
+        return
+    same = message == scan.metadata.get(CHECKSUMS)
+    report.add(
+        CHECKSUMS_SIGNIFY,
+        same,
+        expected,
+        "valid, embeds SHA256SUMS" if same else "valid, but embeds a different list",
+        None
+        if same
+        else f"{report.archive}: {what} embeds a list that differs from {top}/{CHECKSUMS}.",
+    )
 
 
 def provenance_checks(
@@ -428,7 +459,7 @@ def provenance_checks(
     report.add(
         "provenance subjects",
         message is None,
-        "every member except the provenance and SHA256SUMS(.sig), with equal SHA-256",
+        "every member except the provenance and the SHA256SUMS files, with equal SHA-256",
         "; ".join(problems) if problems else f"{len(subjects)} subjects match",
         message,
     )

@@ -28,9 +28,11 @@ from lab.errors import ArchiveError, LabError
 from lab.evidence.archive import (
     CHECKSUMS,
     CHECKSUMS_SIG,
+    CHECKSUMS_SIGNIFY,
     NOT_SUBJECTS,
     PROVENANCE,
     PUBKEY,
+    UNLISTED,
     render_checksums,
 )
 from lab.evidence.provenance import envelope_line, sign_envelope
@@ -131,7 +133,7 @@ def _recompute_checksums(entries: list[_Entry]) -> None:
     digests = {
         e.info.name.split("/", 1)[1]: hashlib.sha256(e.data).hexdigest()
         for e in entries
-        if e.data is not None and e.info.name.split("/", 1)[-1] not in (CHECKSUMS, CHECKSUMS_SIG)
+        if e.data is not None and e.info.name.split("/", 1)[-1] not in UNLISTED
     }
     _find(entries, CHECKSUMS).data = render_checksums(digests).encode()
 
@@ -153,6 +155,7 @@ def _resign(entries: list[_Entry]) -> None:
     _recompute_checksums(entries)
     sums = _find(entries, CHECKSUMS).data or b""
     _find(entries, CHECKSUMS_SIG).data = forger.sign_detached(sums, file_name=CHECKSUMS).encode()
+    _find(entries, CHECKSUMS_SIGNIFY).data = forger.sign_embedded(sums)
 
 
 def _case_flip(entries: list[_Entry]) -> str:

@@ -18,8 +18,10 @@ from lab.errors import ArchiveError, SigningError
 from lab.evidence.archive import (
     CHECKSUMS,
     CHECKSUMS_SIG,
+    CHECKSUMS_SIGNIFY,
     PROVENANCE,
     PUBKEY,
+    UNLISTED,
     ArchiveInfo,
     build_tarball,
     render_checksums,
@@ -47,14 +49,14 @@ INPUTS = ProvenanceInputs(
     scenarios=["baseline"],
     options={"collector": "none"},
 )
-#: the run's own files; write_archive adds the four signing files
+#: the run's own files; write_archive adds the signing files
 RUN_FILES = {
     "results.json": b'{"schema_version": 1}',
     "report.md": b"# Report\n",
     "baseline/r1/none/inv1/client.stdout": b'{"event": "complete", "status": "ok"}\n',
     "baseline/r1/none/capture.pcap": bytes(range(256)) * 8,
 }
-ALL_FILES = sorted([*RUN_FILES, CHECKSUMS, CHECKSUMS_SIG, PUBKEY, PROVENANCE])
+ALL_FILES = sorted([*RUN_FILES, CHECKSUMS, CHECKSUMS_SIG, CHECKSUMS_SIGNIFY, PUBKEY, PROVENANCE])
 
 Entry = tuple[tarfile.TarInfo, bytes | None]
 
@@ -155,6 +157,7 @@ def test_good_archive_passes_every_check(good: ArchiveInfo, pubkey: Path) -> Non
         "member digests",
         "embedded public key",
         "SHA256SUMS signature",
+        "SHA256SUMS.signify",
         "provenance signature",
         "provenance subjects",
         "provenance build type",
@@ -168,7 +171,7 @@ def test_good_archive_passes_every_check(good: ArchiveInfo, pubkey: Path) -> Non
         "name": "archive readable",
         "status": "PASS",
         "expected": "a complete gzip-compressed tar archive",
-        "found": "13 members",
+        "found": "14 members",
         "message": None,
     }
 
@@ -265,7 +268,7 @@ def test_replaced_sha256sums(good: ArchiveInfo, pubkey: Path, tmp_path: Path) ->
         digests = {
             rel(info): hashlib.sha256(data).hexdigest()
             for info, data in entries
-            if data is not None and rel(info) not in (CHECKSUMS, CHECKSUMS_SIG)
+            if data is not None and rel(info) not in UNLISTED
         }
         entries[find(entries, CHECKSUMS)] = (
             entries[find(entries, CHECKSUMS)][0],
@@ -289,6 +292,31 @@ def test_signature_from_another_key(good: ArchiveInfo, pubkey: Path, tmp_path: P
     path = tampered(good, tmp_path, resign)
     assert_rejected(path, pubkey, "SHA256SUMS.sig", "was made by key", "not by the expected key")
     assert_rejected(path, None, "SHA256SUMS.sig", "was made by key")
+
+
+def test_embedded_signature_over_another_list(
+    good: ArchiveInfo, pubkey: Path, tmp_path: Path, keys: tuple[Signer, Path]
+) -> None:
+    """SHA256SUMS.signify signed by the right key, but embedding a list other than SHA256SUMS
+    (what signify -C would then check): refused in one sentence naming both files."""
+
+    def swap(entries: list[Entry]) -> None:
+        i = find(entries, CHECKSUMS_SIGNIFY)
+        entries[i] = (entries[i][0], keys[0].sign_embedded(b"SHA256 (x) = " + b"0" * 64 + b"\n"))
+
+    path = tampered(good, tmp_path, swap)
+    message = assert_rejected(path, pubkey, "SHA256SUMS.signify embeds a list that differs")
+    assert message.endswith("run-1/SHA256SUMS.")
+
+
+def test_embedded_signature_by_another_key(good: ArchiveInfo, pubkey: Path, tmp_path: Path) -> None:
+    def resign(entries: list[Entry]) -> None:
+        i = find(entries, CHECKSUMS_SIGNIFY)
+        sums = entries[find(entries, CHECKSUMS)][1] or b""
+        entries[i] = (entries[i][0], Signer.ephemeral().sign_embedded(sums))
+
+    path = tampered(good, tmp_path, resign)
+    assert_rejected(path, pubkey, "SHA256SUMS.signify was made by key", "not by the expected key")
 
 
 def test_archive_signed_by_someone_else(good: ArchiveInfo, tmp_path: Path) -> None:
@@ -456,11 +484,12 @@ def test_provenance_subject_mismatch_is_reported(
     digests = {
         p.relative_to(run_dir).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in run_dir.rglob("*")
-        if p.is_file() and p.name not in (CHECKSUMS, CHECKSUMS_SIG)
+        if p.is_file() and p.name not in UNLISTED
     }
     sums = render_checksums(digests).encode()
     (run_dir / CHECKSUMS).write_bytes(sums)
     (run_dir / CHECKSUMS_SIG).write_text(signer.sign_detached(sums, file_name=CHECKSUMS))
+    (run_dir / CHECKSUMS_SIGNIFY).write_bytes(signer.sign_embedded(sums))
     assert (run_dir / PROVENANCE).read_bytes() == stale
     path = tmp_path / "restamped.tar.gz"
     build_tarball(run_dir, path, epoch=EPOCH)
@@ -524,7 +553,7 @@ def test_cli_prints_every_check(good: ArchiveInfo, pubkey: Path) -> None:
     console = Console(record=True, width=200)
     assert _cli_verify(good.path, pubkey, console) == 0
     text = console.export_text()
-    assert text.count("PASS") == 12 and "FAIL" not in text
+    assert text.count("PASS") == 13 and "FAIL" not in text
     assert "authenticity established for that key" in text
     assert "512 MiB each, 2 GiB in total" in text
 
@@ -540,7 +569,7 @@ def test_cli_prints_the_whole_table_then_raises_the_first_failure(
     with pytest.raises(VerificationError, match=r"report\.md does not match SHA256SUMS"):
         _cli_verify(tampered(good, tmp_path, damage), pubkey, console)
     text = console.export_text()
-    assert "FAIL" in text and text.count("PASS") == 10  # every check, not only the first failure
+    assert "FAIL" in text and text.count("PASS") == 11  # every check, not only the first failure
     assert "OK" not in text
 
 

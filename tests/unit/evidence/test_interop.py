@@ -1,0 +1,87 @@
+"""A real archive, unpacked, checked by the standard tools a reviewer already has (not ours):
+``signify -C`` on the embedded list, ``signify -V`` and ``minisign -V`` on the detached
+signature; and each tool noticing tampering. A missing tool skips and names itself, unless
+``LAB_REQUIRE_CAPABILITIES`` lists it (``tests.conftest.require``)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from lab.evidence.archive import (
+    CHECKSUMS,
+    CHECKSUMS_SIG,
+    CHECKSUMS_SIGNIFY,
+    PUBKEY,
+    parse_checksums,
+)
+from lab.evidence.keys import generate_keypair
+from lab.evidence.signing import Signer
+from tests.conftest import require
+from tests.unit.evidence.test_archive import archive
+
+
+def tool(capability: str, command: str) -> str:
+    path = shutil.which(command)
+    require(capability, path is not None, f"{command} is not on PATH")
+    assert path is not None
+    return path
+
+
+def run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False, timeout=60)
+
+
+@pytest.fixture
+def unpacked(tmp_path: Path) -> Path:
+    """A fresh archive of a small run (no client run), extracted as a reviewer would."""
+    signer = Signer.from_file(generate_keypair(tmp_path / "keys").secret)
+    info = archive(tmp_path, signer)
+    extract = tmp_path / "extract"
+    extract.mkdir()
+    with tarfile.open(info.path, "r:gz") as tar:
+        tar.extractall(extract, filter="data")
+    return extract / info.run_dir.name
+
+
+def test_signify_checksum_mode_verifies_every_file(unpacked: Path) -> None:
+    signify = tool("signify", "signify-openbsd")
+    done = run([signify, "-C", "-p", PUBKEY, "-x", CHECKSUMS_SIGNIFY], cwd=unpacked)
+    assert done.returncode == 0, done.stdout + done.stderr
+    listed = parse_checksums((unpacked / CHECKSUMS).read_text())
+    assert done.stdout.count(": OK") == len(listed), done.stdout
+    assert "Signature Verified" in done.stdout
+
+
+def test_signify_checksum_mode_catches_a_changed_file(unpacked: Path) -> None:
+    signify = tool("signify", "signify-openbsd")
+    (unpacked / "results.json").write_text("{}")
+    done = run([signify, "-C", "-p", PUBKEY, "-x", CHECKSUMS_SIGNIFY], cwd=unpacked)
+    assert done.returncode != 0
+    assert "results.json: FAIL" in done.stdout + done.stderr
+
+
+def test_signify_checksum_mode_catches_a_changed_list(unpacked: Path) -> None:
+    signify = tool("signify", "signify-openbsd")
+    data = (unpacked / CHECKSUMS_SIGNIFY).read_bytes()
+    (unpacked / CHECKSUMS_SIGNIFY).write_bytes(data.replace(b"results.json", b"results.jsom"))
+    done = run([signify, "-C", "-p", PUBKEY, "-x", CHECKSUMS_SIGNIFY], cwd=unpacked)
+    assert done.returncode != 0
+    assert "signature verification failed" in done.stderr
+
+
+def test_signify_and_minisign_verify_the_detached_signature(unpacked: Path) -> None:
+    signify = tool("signify", "signify-openbsd")
+    minisign = tool("minisign", "minisign")
+    done = run([signify, "-V", "-p", PUBKEY, "-m", CHECKSUMS], cwd=unpacked)
+    assert done.returncode == 0, done.stderr
+    done = run([minisign, "-V", "-p", PUBKEY, "-m", CHECKSUMS, "-x", CHECKSUMS_SIG], unpacked)
+    assert done.returncode == 0, done.stderr
+    (unpacked / CHECKSUMS).write_text((unpacked / CHECKSUMS).read_text() + "\n")
+    assert run([signify, "-V", "-p", PUBKEY, "-m", CHECKSUMS], cwd=unpacked).returncode != 0
+    argv = [minisign, "-V", "-p", PUBKEY, "-m", CHECKSUMS, "-x", CHECKSUMS_SIG]
+    assert run(argv, unpacked).returncode != 0
