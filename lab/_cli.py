@@ -152,6 +152,12 @@ def print_archive(info: object, console: Console) -> None:
     rel = _rel(info.path)
     console.print(f"Archive: {rel}")
     console.print(f"SHA-256: {info.sha256}")
+    console.print(
+        f"Signed by key {info.key_id} (the key id minisign -V and lab verify print; public key "
+        "in lab.pub, and lab.pub.pem for openssl)",
+        highlight=False,
+        soft_wrap=True,
+    )
     if info.ephemeral:
         console.print(
             "[yellow]Signed with an ephemeral key: integrity only, authenticity is not "

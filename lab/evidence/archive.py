@@ -1,8 +1,10 @@
 """The evidence archive: checksums, signatures, provenance and a deterministic tarball.
 
-``write_archive`` adds five files to a finished run directory and packs it::
+``write_archive`` adds six files to a finished run directory and packs it::
 
     artifacts/<run-id>/lab.pub                   public key (signify format)
+    artifacts/<run-id>/lab.pub.pem               the same key, SubjectPublicKeyInfo PEM
+                                                 (``openssl pkeyutl -verify -pubin``)
     artifacts/<run-id>/provenance.intoto.jsonl   DSSE envelope: every file except it and the
                                                  SHA256SUMS files as subjects
     artifacts/<run-id>/SHA256SUMS                `sha256sum --tag` lines: every file except
@@ -50,9 +52,10 @@ CHECKSUMS_SIG = "SHA256SUMS.sig"
 #: signify's embedded signature: the two lines of CHECKSUMS_SIG followed by SHA256SUMS
 CHECKSUMS_SIGNIFY = "SHA256SUMS.signify"
 PUBKEY = "lab.pub"
+PUBKEY_PEM = "lab.pub.pem"
 PROVENANCE = "provenance.intoto.jsonl"
 #: files write_archive generates; a run's own files may not use these names
-GENERATED = (CHECKSUMS, CHECKSUMS_SIG, CHECKSUMS_SIGNIFY, PUBKEY, PROVENANCE)
+GENERATED = (CHECKSUMS, CHECKSUMS_SIG, CHECKSUMS_SIGNIFY, PUBKEY, PUBKEY_PEM, PROVENANCE)
 #: in the archive but not listed in SHA256SUMS: the list itself and its signatures, which
 #: vouch for it (a list cannot hold its own digest)
 UNLISTED = frozenset({CHECKSUMS, CHECKSUMS_SIG, CHECKSUMS_SIGNIFY})
@@ -252,8 +255,10 @@ def write_archive(
     refuse_private_keys(run_dir, files)
 
     (run_dir / PUBKEY).write_text(signer.public_key_file(), encoding="ascii")
+    (run_dir / PUBKEY_PEM).write_bytes(signer.public_key.to_pem())
     subjects = {rel: sha256_file(run_dir / rel) for rel in files}
-    subjects[PUBKEY] = sha256_file(run_dir / PUBKEY)
+    for name in (PUBKEY, PUBKEY_PEM):
+        subjects[name] = sha256_file(run_dir / name)
     statement = build_statement(subjects, provenance_inputs, signer=signer)
     (run_dir / PROVENANCE).write_text(envelope_line(sign_envelope(statement, signer)), "utf-8")
 

@@ -25,6 +25,7 @@ from lab.evidence.archive import (
     NOT_SUBJECTS,
     PROVENANCE,
     PUBKEY,
+    PUBKEY_PEM,
     UNLISTED,
     name_problem,
     parse_checksums,
@@ -300,6 +301,7 @@ def signature_checks(report: VerifyReport, scan: Scan, pubkey: Path | None) -> P
     else:
         embedded_error = f"{top}/{PUBKEY} is missing"
 
+    _pem_check(report, scan, embedded, embedded_error)
     key: PublicKey | None
     if pubkey is not None:
         given = PublicKey.load(pubkey)  # a bad --pubkey is the user's error: it raises
@@ -369,6 +371,38 @@ def signature_checks(report: VerifyReport, scan: Scan, pubkey: Path | None) -> P
         )
     _embedded_check(report, scan, key)
     return key
+
+
+def _pem_check(
+    report: VerifyReport, scan: Scan, embedded: PublicKey | None, embedded_error: str | None
+) -> None:
+    """lab.pub.pem (for openssl and cosign) holds the same Ed25519 key as lab.pub."""
+    top = report.run_id or "<top>"
+    what = f"{top}/{PUBKEY_PEM}"
+    expected = f"{PUBKEY_PEM} is the key in {PUBKEY}"
+    if embedded is not None:
+        expected += f" ({embedded.key_id})"
+    data = scan.metadata.get(PUBKEY_PEM)
+    pem: PublicKey | None = None
+    problem: str | None = None
+    if data is None:
+        problem = f"{what} is missing"
+    else:
+        try:
+            pem = PublicKey.from_pem(data, what=what)
+        except SigningError as exc:
+            problem = str(exc).removesuffix(".")
+    if problem is None and embedded is None:
+        problem = f"{embedded_error or f'{top}/{PUBKEY} is missing'}, so {what} cannot be compared"
+    if problem is None and pem is not None and embedded is not None and pem.raw != embedded.raw:
+        problem = f"{what} holds key {pem.key_id}, not the key {embedded.key_id} in {top}/{PUBKEY}"
+    report.add(
+        PUBKEY_PEM,
+        problem is None,
+        expected,
+        problem or f"the same Ed25519 key ({pem.key_id if pem else '?'})",
+        None if problem is None else f"{report.archive}: {problem}.",
+    )
 
 
 def _embedded_check(report: VerifyReport, scan: Scan, key: PublicKey) -> None:

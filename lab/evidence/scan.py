@@ -19,13 +19,20 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lab.evidence.archive import CHECKSUMS, CHECKSUMS_SIG, CHECKSUMS_SIGNIFY, PROVENANCE, PUBKEY
+from lab.evidence.archive import (
+    CHECKSUMS,
+    CHECKSUMS_SIG,
+    CHECKSUMS_SIGNIFY,
+    PROVENANCE,
+    PUBKEY,
+    PUBKEY_PEM,
+)
 
 MiB = 1 << 20
 GiB = 1 << 30
 CHUNK = MiB
 #: members whose content verification needs in memory
-METADATA = (CHECKSUMS, CHECKSUMS_SIG, CHECKSUMS_SIGNIFY, PUBKEY, PROVENANCE)
+METADATA = (CHECKSUMS, CHECKSUMS_SIG, CHECKSUMS_SIGNIFY, PUBKEY, PUBKEY_PEM, PROVENANCE)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,7 +42,7 @@ class Limits:
     max_members: int = 100_000
     max_member_size: int = 512 * MiB
     max_total_size: int = 2 * GiB
-    #: SHA256SUMS, its signatures, lab.pub and the provenance are read into memory
+    #: SHA256SUMS, its signatures, the public keys and the provenance are read into memory
     max_metadata_size: int = 64 * MiB
     #: tar headers, PAX records and end padding allowed beyond the member data: the whole
     #: decompressed stream is capped at ``max_total_size + max_header_bytes``

@@ -32,6 +32,7 @@ from lab.evidence.archive import (
     NOT_SUBJECTS,
     PROVENANCE,
     PUBKEY,
+    PUBKEY_PEM,
     UNLISTED,
     render_checksums,
 )
@@ -142,6 +143,7 @@ def _resign(entries: list[_Entry]) -> None:
     """What a forger holding only their own key would do: rewrite everything and sign it."""
     forger = Signer.ephemeral()
     _find(entries, PUBKEY).data = forger.public_key_file().encode()
+    _find(entries, PUBKEY_PEM).data = forger.public_key.to_pem()
     prov = _find(entries, PROVENANCE)
     envelope = json.loads((prov.data or b"").decode())
     statement = json.loads(base64.b64decode(envelope["payload"]))

@@ -1,10 +1,13 @@
 """A real archive, unpacked, checked by the standard tools a reviewer already has (not ours):
 ``signify -C`` on the embedded list, ``signify -V`` and ``minisign -V`` on the detached
-signature; and each tool noticing tampering. A missing tool skips and names itself, unless
+signature, ``openssl pkeyutl -verify`` with ``lab.pub.pem``; and each tool noticing
+tampering. A missing tool skips and names itself, unless
 ``LAB_REQUIRE_CAPABILITIES`` lists it (``tests.conftest.require``)."""
 
 from __future__ import annotations
 
+import base64
+import re
 import shutil
 import subprocess
 import tarfile
@@ -17,9 +20,10 @@ from lab.evidence.archive import (
     CHECKSUMS_SIG,
     CHECKSUMS_SIGNIFY,
     PUBKEY,
+    PUBKEY_PEM,
     parse_checksums,
 )
-from lab.evidence.keys import generate_keypair
+from lab.evidence.keys import PublicKey, generate_keypair
 from lab.evidence.signing import Signer
 from tests.conftest import require
 from tests.unit.evidence.test_archive import archive
@@ -85,3 +89,31 @@ def test_signify_and_minisign_verify_the_detached_signature(unpacked: Path) -> N
     assert run([signify, "-V", "-p", PUBKEY, "-m", CHECKSUMS], cwd=unpacked).returncode != 0
     argv = [minisign, "-V", "-p", PUBKEY, "-m", CHECKSUMS, "-x", CHECKSUMS_SIG]
     assert run(argv, unpacked).returncode != 0
+
+
+def test_openssl_verifies_the_raw_signature_with_the_pem_key(unpacked: Path) -> None:
+    """signify's signature line, decoded, is ``"Ed" | keynum | sig``: the last 64 bytes are a
+    plain Ed25519 signature of SHA256SUMS that openssl checks with lab.pub.pem."""
+    openssl = tool("openssl", "openssl")
+    blob = base64.b64decode((unpacked / CHECKSUMS_SIG).read_text().splitlines()[1])
+    (unpacked.parent / "sums.sig").write_bytes(blob[10:])
+    argv = [openssl, "pkeyutl", "-verify", "-rawin", "-pubin", "-inkey", PUBKEY_PEM]
+    argv += ["-in", CHECKSUMS, "-sigfile", "../sums.sig"]
+    done = run(argv, cwd=unpacked)
+    assert done.returncode == 0 and "Signature Verified Successfully" in done.stdout, done.stderr
+    (unpacked / CHECKSUMS).write_text((unpacked / CHECKSUMS).read_text() + "\n")
+    assert run(argv, cwd=unpacked).returncode != 0
+    # The key id the lab prints for lab.pub and lab.pub.pem is the one minisign -V prints
+    # (minisign 0.11 drops leading zeros; later versions print all 16 digits).
+    minisign = shutil.which("minisign")
+    if minisign is not None:
+        key_id = PublicKey.load(unpacked / PUBKEY_PEM).key_id
+        assert key_id == PublicKey.load(unpacked / PUBKEY).key_id
+        other = unpacked.parent / "other.pub"
+        other.write_text(Signer.ephemeral().public_key_file())
+        argv = [minisign, "-V", "-p", str(other), "-m", CHECKSUMS, "-x", CHECKSUMS_SIG]
+        done = run(argv, unpacked)
+        said = done.stdout + done.stderr
+        printed = re.search(rf"key id in {re.escape(CHECKSUMS_SIG)} is ([0-9A-F]+)", said)
+        assert done.returncode != 0 and printed is not None, said
+        assert printed[1].rjust(16, "0") == key_id

@@ -21,6 +21,7 @@ from lab.evidence.archive import (
     CHECKSUMS_SIGNIFY,
     PROVENANCE,
     PUBKEY,
+    PUBKEY_PEM,
     UNLISTED,
     ArchiveInfo,
     build_tarball,
@@ -56,7 +57,9 @@ RUN_FILES = {
     "baseline/r1/none/inv1/client.stdout": b'{"event": "complete", "status": "ok"}\n',
     "baseline/r1/none/capture.pcap": bytes(range(256)) * 8,
 }
-ALL_FILES = sorted([*RUN_FILES, CHECKSUMS, CHECKSUMS_SIG, CHECKSUMS_SIGNIFY, PUBKEY, PROVENANCE])
+ALL_FILES = sorted(
+    [*RUN_FILES, CHECKSUMS, CHECKSUMS_SIG, CHECKSUMS_SIGNIFY, PUBKEY, PUBKEY_PEM, PROVENANCE]
+)
 
 Entry = tuple[tarfile.TarInfo, bytes | None]
 
@@ -156,6 +159,7 @@ def test_good_archive_passes_every_check(good: ArchiveInfo, pubkey: Path) -> Non
         "member set",
         "member digests",
         "embedded public key",
+        "lab.pub.pem",
         "SHA256SUMS signature",
         "SHA256SUMS.signify",
         "provenance signature",
@@ -171,7 +175,7 @@ def test_good_archive_passes_every_check(good: ArchiveInfo, pubkey: Path) -> Non
         "name": "archive readable",
         "status": "PASS",
         "expected": "a complete gzip-compressed tar archive",
-        "found": "14 members",
+        "found": "15 members",
         "message": None,
     }
 
@@ -317,6 +321,21 @@ def test_embedded_signature_by_another_key(good: ArchiveInfo, pubkey: Path, tmp_
 
     path = tampered(good, tmp_path, resign)
     assert_rejected(path, pubkey, "SHA256SUMS.signify was made by key", "not by the expected key")
+
+
+def test_pem_key_of_another_key(good: ArchiveInfo, pubkey: Path, tmp_path: Path) -> None:
+    """lab.pub.pem swapped for another key (and SHA256SUMS not updated): the digest check and
+    the key comparison both say so; the comparison names both key ids."""
+
+    def swap(entries: list[Entry]) -> None:
+        i = find(entries, PUBKEY_PEM)
+        entries[i] = (entries[i][0], Signer.ephemeral().public_key.to_pem())
+
+    report = inspect_archive(tampered(good, tmp_path, swap), pubkey=pubkey)
+    pem = next(c for c in report.checks if c.name == PUBKEY_PEM)
+    assert not pem.passed and pem.message is not None
+    assert "run-1/lab.pub.pem holds key" in pem.message and "not the key" in pem.message
+    assert pem.message.count(".") >= 1 and "\n" not in pem.message
 
 
 def test_archive_signed_by_someone_else(good: ArchiveInfo, tmp_path: Path) -> None:
@@ -553,7 +572,7 @@ def test_cli_prints_every_check(good: ArchiveInfo, pubkey: Path) -> None:
     console = Console(record=True, width=200)
     assert _cli_verify(good.path, pubkey, console) == 0
     text = console.export_text()
-    assert text.count("PASS") == 13 and "FAIL" not in text
+    assert text.count("PASS") == 14 and "FAIL" not in text
     assert "authenticity established for that key" in text
     assert "512 MiB each, 2 GiB in total" in text
 
@@ -569,7 +588,7 @@ def test_cli_prints_the_whole_table_then_raises_the_first_failure(
     with pytest.raises(VerificationError, match=r"report\.md does not match SHA256SUMS"):
         _cli_verify(tampered(good, tmp_path, damage), pubkey, console)
     text = console.export_text()
-    assert "FAIL" in text and text.count("PASS") == 11  # every check, not only the first failure
+    assert "FAIL" in text and text.count("PASS") == 12  # every check, not only the first failure
     assert "OK" not in text
 
 
@@ -604,3 +623,14 @@ def test_selftest_names_the_case_that_misbehaved(tmp_path: Path, pubkey: Path) -
     with pytest.raises(ArchiveError, match="untouched archive does not verify"):
         _cli_verify(path, pubkey, console, "--selftest")
     assert "Self-test on copies of broken.tar.gz" in console.export_text()
+
+
+def test_console_names_the_key_id_and_the_standard_tools(good: ArchiveInfo) -> None:
+    from lab._cli import print_archive
+
+    console = Console(record=True, width=200)
+    print_archive(good, console)
+    text = console.export_text()
+    assert f"Signed by key {good.key_id}" in text
+    assert "signify-openbsd -C -p lab.pub -x SHA256SUMS.signify" in text
+    assert "minisign -V -p lab.pub -m SHA256SUMS -x SHA256SUMS.sig" in text
