@@ -170,10 +170,11 @@ def print_archive(info: object, console: Console) -> None:
     console.print("Or with standard tools, in the unpacked run directory:", highlight=False)
     for line in (
         f"cd {run_dir}",
-        "signify-openbsd -C -p lab.pub -x SHA256SUMS.signify",
-        "sha256sum -c SHA256SUMS",
-        "signify-openbsd -V -p lab.pub -m SHA256SUMS",
-        "minisign -V -p lab.pub -m SHA256SUMS -x SHA256SUMS.sig",
+        "signify-openbsd -C -p lab.pub -x SHA256SUMS.signify   # signed list + every file",
+        "signify-openbsd -V -p lab.pub -m SHA256SUMS           # or: the list's signature,",
+        "minisign -V -p lab.pub -m SHA256SUMS -x SHA256SUMS.sig  # (the same, with minisign)",
+        "sha256sum -c SHA256SUMS          # then every file (GNU coreutils, shasum -c)",
+        "sha256sum -c SHA256SUMS.gnu      # the same with busybox: GNU lines, listed in SHA256SUMS",
     ):
         console.print(f"  {line}", highlight=False, soft_wrap=True)
     console.print(

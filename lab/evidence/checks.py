@@ -4,8 +4,9 @@ member at fault) to a :class:`VerifyReport`; none raises for a bad archive.
 
     report = VerifyReport(archive="r1.tar.gz")
     files = structure_checks(report, scan, limits)    # run-relative name -> SHA-256
-    checksum_checks(report, scan, files)
+    listed = checksum_checks(report, scan, files)     # None when SHA256SUMS is unreadable
     key = signature_checks(report, scan, pubkey)       # a bad --pubkey raises SigningError
+    gnu_list_check(report, scan, listed)               # SHA256SUMS.gnu says the same
     provenance_checks(report, scan, key, files)
     report.ok, report.first_failure
 """
@@ -20,6 +21,7 @@ from typing import Any, Literal
 from lab.errors import ArchiveError, SigningError
 from lab.evidence.archive import (
     CHECKSUMS,
+    CHECKSUMS_GNU,
     CHECKSUMS_SIG,
     CHECKSUMS_SIGNIFY,
     NOT_SUBJECTS,
@@ -287,6 +289,35 @@ def checksum_checks(
         else None,
     )
     return listed
+
+
+def gnu_list_check(report: VerifyReport, scan: Scan, listed: dict[str, str]) -> None:
+    """SHA256SUMS.gnu (for busybox's ``sha256sum -c``) says what SHA256SUMS says."""
+    top = report.run_id or "<top>"
+    what = f"{top}/{CHECKSUMS_GNU}"
+    wanted = {n: d for n, d in listed.items() if n != CHECKSUMS_GNU}
+    expected = f"GNU sha256sum lines for the {len(wanted)} other files SHA256SUMS lists"
+    raw = scan.metadata.get(CHECKSUMS_GNU)
+    problem: str | None = None
+    gnu: dict[str, str] = {}
+    if raw is None:
+        problem = f"{what} is missing"
+    else:
+        try:
+            gnu = parse_checksums(raw.decode("utf-8"), what=what, gnu=True)
+        except (ArchiveError, UnicodeDecodeError) as exc:
+            problem = str(exc).removesuffix(".") if isinstance(exc, ArchiveError) else None
+            problem = problem or f"{what} is not UTF-8"
+    if problem is None and gnu != wanted:
+        differ = sorted(n for n in set(gnu) | set(wanted) if gnu.get(n) != wanted.get(n))
+        problem = f"{what} disagrees with {top}/{CHECKSUMS} about {differ[0]}"
+    report.add(
+        CHECKSUMS_GNU,
+        problem is None,
+        expected,
+        problem or f"{len(gnu)} entries, as in SHA256SUMS",
+        None if problem is None else f"{report.archive}: {problem}.",
+    )
 
 
 def signature_checks(report: VerifyReport, scan: Scan, pubkey: Path | None) -> PublicKey | None:

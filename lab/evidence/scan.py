@@ -21,6 +21,7 @@ from pathlib import Path
 
 from lab.evidence.archive import (
     CHECKSUMS,
+    CHECKSUMS_GNU,
     CHECKSUMS_SIG,
     CHECKSUMS_SIGNIFY,
     PROVENANCE,
@@ -32,7 +33,15 @@ MiB = 1 << 20
 GiB = 1 << 30
 CHUNK = MiB
 #: members whose content verification needs in memory
-METADATA = (CHECKSUMS, CHECKSUMS_SIG, CHECKSUMS_SIGNIFY, PUBKEY, PUBKEY_PEM, PROVENANCE)
+METADATA = (
+    CHECKSUMS,
+    CHECKSUMS_GNU,
+    CHECKSUMS_SIG,
+    CHECKSUMS_SIGNIFY,
+    PUBKEY,
+    PUBKEY_PEM,
+    PROVENANCE,
+)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -27,6 +27,7 @@ from typing import Any, Literal
 from lab.errors import ArchiveError, LabError
 from lab.evidence.archive import (
     CHECKSUMS,
+    CHECKSUMS_GNU,
     CHECKSUMS_SIG,
     CHECKSUMS_SIGNIFY,
     NOT_SUBJECTS,
@@ -35,6 +36,7 @@ from lab.evidence.archive import (
     PUBKEY_PEM,
     UNLISTED,
     render_checksums,
+    render_gnu_checksums,
 )
 from lab.evidence.provenance import envelope_line, sign_envelope
 from lab.evidence.scan import metadata_name
@@ -134,8 +136,11 @@ def _recompute_checksums(entries: list[_Entry]) -> None:
     digests = {
         e.info.name.split("/", 1)[1]: hashlib.sha256(e.data).hexdigest()
         for e in entries
-        if e.data is not None and e.info.name.split("/", 1)[-1] not in UNLISTED
+        if e.data is not None and e.info.name.split("/", 1)[-1] not in UNLISTED | {CHECKSUMS_GNU}
     }
+    gnu = _find(entries, CHECKSUMS_GNU)
+    gnu.data = render_gnu_checksums(digests).encode()
+    digests[CHECKSUMS_GNU] = hashlib.sha256(gnu.data).hexdigest()
     _find(entries, CHECKSUMS).data = render_checksums(digests).encode()
 
 

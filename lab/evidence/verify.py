@@ -25,6 +25,7 @@ from lab.evidence.checks import (
     VerificationError,
     VerifyReport,
     checksum_checks,
+    gnu_list_check,
     provenance_checks,
     signature_checks,
     structure_checks,
@@ -72,8 +73,10 @@ def inspect_archive(
     files = structure_checks(report, scan, limits)
     if scan.limit_error is not None:
         return report  # the scan stopped early; the remaining checks would mislead
-    checksum_checks(report, scan, files)
+    listed = checksum_checks(report, scan, files)
     key = signature_checks(report, scan, pubkey)
+    if listed is not None:  # after the signatures: a forged list fails there first
+        gnu_list_check(report, scan, listed)
     provenance_checks(report, scan, key, files)
     if report.ephemeral:
         report.warnings.append(EPHEMERAL_WARNING)

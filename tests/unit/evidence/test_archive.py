@@ -18,6 +18,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from lab.errors import ArchiveError
 from lab.evidence.archive import (
     CHECKSUMS,
+    CHECKSUMS_GNU,
     CHECKSUMS_SIG,
     PROVENANCE,
     PUBKEY,
@@ -165,7 +166,7 @@ def test_provenance_subjects_and_signature(tmp_path: Path, signer: Signer) -> No
     statement = open_envelope(json.loads(line), signer.public_key, what="provenance")
     names = [s["name"] for s in statement["subject"]]
     listed = parse_checksums((info.run_dir / CHECKSUMS).read_text())
-    assert set(names) == set(listed) - {PROVENANCE}
+    assert set(names) == set(listed) - {PROVENANCE, CHECKSUMS_GNU}
     assert PUBKEY in names
 
 

@@ -1,8 +1,8 @@
 """A real archive, unpacked, checked by the standard tools a reviewer already has (not ours):
 ``signify -C`` on the embedded list, ``signify -V`` and ``minisign -V`` on the detached
-signature, ``openssl pkeyutl -verify`` with ``lab.pub.pem``; and each tool noticing
-tampering. A missing tool skips and names itself, unless
-``LAB_REQUIRE_CAPABILITIES`` lists it (``tests.conftest.require``)."""
+signature, ``openssl pkeyutl -verify`` with ``lab.pub.pem``, GNU coreutils' and busybox's
+``sha256sum -c`` on the lists; and each tool noticing tampering. A missing tool skips and
+names itself, unless ``LAB_REQUIRE_CAPABILITIES`` lists it (``tests.conftest.require``)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import pytest
 
 from lab.evidence.archive import (
     CHECKSUMS,
+    CHECKSUMS_GNU,
     CHECKSUMS_SIG,
     CHECKSUMS_SIGNIFY,
     PUBKEY,
@@ -117,3 +118,30 @@ def test_openssl_verifies_the_raw_signature_with_the_pem_key(unpacked: Path) -> 
         printed = re.search(rf"key id in {re.escape(CHECKSUMS_SIG)} is ([0-9A-F]+)", said)
         assert done.returncode != 0 and printed is not None, said
         assert printed[1].rjust(16, "0") == key_id
+
+
+@pytest.mark.parametrize("listing", [CHECKSUMS, CHECKSUMS_GNU])
+def test_coreutils_sha256sum_checks_both_lists(unpacked: Path, listing: str) -> None:
+    sha256sum = tool("sha256sum", "sha256sum")
+    done = run([sha256sum, "--strict", "-c", listing], cwd=unpacked)
+    assert done.returncode == 0, done.stdout + done.stderr
+    count = len(parse_checksums((unpacked / listing).read_text(), gnu=listing == CHECKSUMS_GNU))
+    assert done.stdout.count(": OK") == count
+    (unpacked / "results.json").write_text("{}")
+    done = run([sha256sum, "-c", listing], cwd=unpacked)
+    assert done.returncode != 0 and "results.json: FAILED" in done.stdout
+
+
+def test_busybox_sha256sum_checks_the_gnu_list(unpacked: Path) -> None:
+    """busybox (Alpine's sha256sum) rejects BSD-tagged lines; SHA256SUMS.gnu is for it, and
+    its own digest is on a signed SHA256SUMS line a busybox shell can turn into GNU form."""
+    busybox = tool("busybox", "busybox")
+    done = run([busybox, "sha256sum", "-c", CHECKSUMS_GNU], cwd=unpacked)
+    assert done.returncode == 0, done.stdout + done.stderr
+    listed = parse_checksums((unpacked / CHECKSUMS_GNU).read_text(), gnu=True)
+    assert done.stdout.count(": OK") == len(listed)
+    script = f"sed -n 's/^SHA256 ({CHECKSUMS_GNU}) = \\(.*\\)$/\\1  {CHECKSUMS_GNU}/p' SHA256SUMS"
+    done = run([busybox, "sh", "-c", f"{script} | {busybox} sha256sum -c"], cwd=unpacked)
+    assert done.returncode == 0 and f"{CHECKSUMS_GNU}: OK" in done.stdout, done.stderr
+    (unpacked / "results.json").write_text("{}")
+    assert run([busybox, "sha256sum", "-c", CHECKSUMS_GNU], cwd=unpacked).returncode != 0

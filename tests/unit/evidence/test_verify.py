@@ -17,15 +17,17 @@ from lab._cli import build_parser, cmd_verify, main
 from lab.errors import ArchiveError, SigningError
 from lab.evidence.archive import (
     CHECKSUMS,
+    CHECKSUMS_GNU,
     CHECKSUMS_SIG,
     CHECKSUMS_SIGNIFY,
+    GENERATED,
     PROVENANCE,
-    PUBKEY,
     PUBKEY_PEM,
     UNLISTED,
     ArchiveInfo,
     build_tarball,
     render_checksums,
+    render_gnu_checksums,
     write_archive,
 )
 from lab.evidence.keys import generate_keypair
@@ -57,9 +59,7 @@ RUN_FILES = {
     "baseline/r1/none/inv1/client.stdout": b'{"event": "complete", "status": "ok"}\n',
     "baseline/r1/none/capture.pcap": bytes(range(256)) * 8,
 }
-ALL_FILES = sorted(
-    [*RUN_FILES, CHECKSUMS, CHECKSUMS_SIG, CHECKSUMS_SIGNIFY, PUBKEY, PUBKEY_PEM, PROVENANCE]
-)
+ALL_FILES = sorted([*RUN_FILES, *GENERATED])
 
 Entry = tuple[tarfile.TarInfo, bytes | None]
 
@@ -162,6 +162,7 @@ def test_good_archive_passes_every_check(good: ArchiveInfo, pubkey: Path) -> Non
         "lab.pub.pem",
         "SHA256SUMS signature",
         "SHA256SUMS.signify",
+        "SHA256SUMS.gnu",
         "provenance signature",
         "provenance subjects",
         "provenance build type",
@@ -175,7 +176,7 @@ def test_good_archive_passes_every_check(good: ArchiveInfo, pubkey: Path) -> Non
         "name": "archive readable",
         "status": "PASS",
         "expected": "a complete gzip-compressed tar archive",
-        "found": "15 members",
+        "found": "16 members",
         "message": None,
     }
 
@@ -336,6 +337,34 @@ def test_pem_key_of_another_key(good: ArchiveInfo, pubkey: Path, tmp_path: Path)
     assert not pem.passed and pem.message is not None
     assert "run-1/lab.pub.pem holds key" in pem.message and "not the key" in pem.message
     assert pem.message.count(".") >= 1 and "\n" not in pem.message
+
+
+def test_gnu_list_that_disagrees_with_sha256sums(
+    good: ArchiveInfo, pubkey: Path, tmp_path: Path, keys: tuple[Signer, Path]
+) -> None:
+    """A signer whose GNU list says something else than SHA256SUMS (signed, digests right):
+    busybox would check other digests than signify, so verification refuses it."""
+    signer = keys[0]
+    run_dir = good.run_dir
+    listed = dict(
+        line.split("  ", 1)[::-1] for line in (run_dir / CHECKSUMS_GNU).read_text().splitlines()
+    )
+    listed["report.md"] = "0" * 64
+    (run_dir / CHECKSUMS_GNU).write_text(render_gnu_checksums(listed))
+    sums = (run_dir / CHECKSUMS).read_text().splitlines(keepends=True)
+    gnu_digest = hashlib.sha256((run_dir / CHECKSUMS_GNU).read_bytes()).hexdigest()
+    sums = [
+        f"SHA256 ({CHECKSUMS_GNU}) = {gnu_digest}\n" if f"({CHECKSUMS_GNU})" in line else line
+        for line in sums
+    ]
+    data = "".join(sums).encode()
+    (run_dir / CHECKSUMS).write_bytes(data)
+    (run_dir / CHECKSUMS_SIG).write_text(signer.sign_detached(data, file_name=CHECKSUMS))
+    (run_dir / CHECKSUMS_SIGNIFY).write_bytes(signer.sign_embedded(data))
+    path = tmp_path / "gnu.tar.gz"
+    build_tarball(run_dir, path, epoch=EPOCH)
+    message = assert_rejected(path, pubkey, "run-1/SHA256SUMS.gnu disagrees with run-1/SHA256SUMS")
+    assert message.endswith("about report.md."), message
 
 
 def test_archive_signed_by_someone_else(good: ArchiveInfo, tmp_path: Path) -> None:
@@ -503,8 +532,10 @@ def test_provenance_subject_mismatch_is_reported(
     digests = {
         p.relative_to(run_dir).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in run_dir.rglob("*")
-        if p.is_file() and p.name not in UNLISTED
+        if p.is_file() and p.name not in UNLISTED | {CHECKSUMS_GNU}
     }
+    (run_dir / CHECKSUMS_GNU).write_text(render_gnu_checksums(digests))
+    digests[CHECKSUMS_GNU] = hashlib.sha256((run_dir / CHECKSUMS_GNU).read_bytes()).hexdigest()
     sums = render_checksums(digests).encode()
     (run_dir / CHECKSUMS).write_bytes(sums)
     (run_dir / CHECKSUMS_SIG).write_text(signer.sign_detached(sums, file_name=CHECKSUMS))
@@ -572,7 +603,7 @@ def test_cli_prints_every_check(good: ArchiveInfo, pubkey: Path) -> None:
     console = Console(record=True, width=200)
     assert _cli_verify(good.path, pubkey, console) == 0
     text = console.export_text()
-    assert text.count("PASS") == 14 and "FAIL" not in text
+    assert text.count("PASS") == 15 and "FAIL" not in text
     assert "authenticity established for that key" in text
     assert "512 MiB each, 2 GiB in total" in text
 
@@ -588,7 +619,7 @@ def test_cli_prints_the_whole_table_then_raises_the_first_failure(
     with pytest.raises(VerificationError, match=r"report\.md does not match SHA256SUMS"):
         _cli_verify(tampered(good, tmp_path, damage), pubkey, console)
     text = console.export_text()
-    assert "FAIL" in text and text.count("PASS") == 12  # every check, not only the first failure
+    assert "FAIL" in text and text.count("PASS") == 13  # every check, not only the first failure
     assert "OK" not in text
 
 
@@ -634,3 +665,4 @@ def test_console_names_the_key_id_and_the_standard_tools(good: ArchiveInfo) -> N
     assert f"Signed by key {good.key_id}" in text
     assert "signify-openbsd -C -p lab.pub -x SHA256SUMS.signify" in text
     assert "minisign -V -p lab.pub -m SHA256SUMS -x SHA256SUMS.sig" in text
+    assert "sha256sum -c SHA256SUMS.gnu" in text and "busybox" in text
