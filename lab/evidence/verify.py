@@ -25,11 +25,11 @@ from lab.evidence.checks import (
     VerificationError,
     VerifyReport,
     checksum_checks,
-    gnu_list_check,
     provenance_checks,
     signature_checks,
     structure_checks,
 )
+from lab.evidence.forms import other_form_checks
 from lab.evidence.scan import Limits, scan_archive
 
 
@@ -75,8 +75,8 @@ def inspect_archive(
         return report  # the scan stopped early; the remaining checks would mislead
     listed = checksum_checks(report, scan, files)
     key = signature_checks(report, scan, pubkey)
-    if listed is not None:  # after the signatures: a forged list fails there first
-        gnu_list_check(report, scan, listed)
+    # after the signatures: a forged list fails there first
+    other_form_checks(report, scan, key, listed)
     provenance_checks(report, scan, key, files)
     if report.ephemeral:
         report.warnings.append(EPHEMERAL_WARNING)
