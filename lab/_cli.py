@@ -17,7 +17,7 @@ from pathlib import Path
 from rich.console import Console
 
 from lab import __version__
-from lab.errors import LabError
+from lab.errors import ArchiveError, LabError
 from lab.evaluate.model import Evaluation
 from lab.evaluate.request import CandidateKind, EvaluationRequest
 from lab.run.orchestrate import (
@@ -111,13 +111,33 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     doctor = sub.add_parser("doctor", help="which observers work on this machine, and why not")
-    doctor.add_argument("--json", action="store_true")
+    doctor.add_argument(
+        "--json", action="store_true", help="one JSON document on stdout; the table on stderr"
+    )
     doctor.add_argument("--no-mount", action="store_true", help="do not mount tracefs/debugfs")
 
-    verify = sub.add_parser("verify", help="verify an evidence archive")
-    verify.add_argument("archive", type=Path)
-    verify.add_argument("--pubkey", type=Path, default=None)
+    verify = sub.add_parser(
+        "verify", help="verify an evidence archive, or an unpacked run directory in place"
+    )
+    verify.add_argument(
+        "archive",
+        type=Path,
+        metavar="ARCHIVE|DIR",
+        help="a run's .tar.gz, or the directory it unpacks to (no symbolic link is followed)",
+    )
+    verify.add_argument(
+        "--pubkey",
+        type=Path,
+        default=None,
+        help="the signer's public key you trust (signify lab.pub or PEM); without it, the "
+        "embedded lab.pub proves integrity only",
+    )
     verify.add_argument("--selftest", action="store_true", help="show tampering being caught")
+    verify.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON document on stdout (its 'ok' is the verdict); the table on stderr",
+    )
 
     merge = sub.add_parser(
         "merge", help="verify the shard archives of one run and merge them into one signed run"
@@ -186,6 +206,12 @@ def print_archive(info: object, console: Console) -> None:
     rel = _rel(info.path)
     console.print(f"Archive: {rel}")
     console.print(f"SHA-256: {info.sha256}")
+    console.print(
+        f"Signed by key {info.key_id} (the key id minisign -V and lab verify print; public key "
+        "in lab.pub, and lab.pub.pem for openssl)",
+        highlight=False,
+        soft_wrap=True,
+    )
     if info.ephemeral:
         console.print(
             "[yellow]Signed with an ephemeral key: integrity only, authenticity is not "
@@ -198,9 +224,11 @@ def print_archive(info: object, console: Console) -> None:
     console.print("Or with standard tools, in the unpacked run directory:", highlight=False)
     for line in (
         f"cd {run_dir}",
-        "sha256sum -c SHA256SUMS",
-        "signify-openbsd -V -p lab.pub -m SHA256SUMS",
-        "minisign -V -p lab.pub -m SHA256SUMS -x SHA256SUMS.sig",
+        "signify-openbsd -C -p lab.pub -x SHA256SUMS.signify   # signed list + every file",
+        "signify-openbsd -V -p lab.pub -m SHA256SUMS           # or: the list's signature,",
+        "minisign -V -p lab.pub -m SHA256SUMS -x SHA256SUMS.sig  # (the same, with minisign)",
+        "sha256sum -c SHA256SUMS          # then every file (GNU coreutils, shasum -c)",
+        "sha256sum -c SHA256SUMS.gnu      # the same with busybox: GNU lines, listed in SHA256SUMS",
     ):
         console.print(f"  {line}", highlight=False, soft_wrap=True)
     console.print(
@@ -223,14 +251,26 @@ def _rel(path: Path) -> str:
         return str(path)
 
 
+def _human(args: argparse.Namespace, console: Console) -> Console:
+    """Where human text goes: stderr when stdout carries the one JSON document."""
+    if not getattr(args, "json", False):
+        return console
+    return Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 120)
+
+
+def _emit_json(document: object) -> None:
+    sys.stdout.write(json.dumps(document, indent=2, sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
 def cmd_doctor(args: argparse.Namespace, console: Console) -> int:
     from lab.host import doctor
 
+    human = _human(args, console)
     found = doctor.check(mount=not args.no_mount, sandbox=True)
+    human.print(doctor.render_table(found), highlight=False)
     if args.json:
-        print(json.dumps(doctor.to_json(found), indent=2, sort_keys=True))
-    else:
-        console.print(doctor.render_table(found), highlight=False)
+        _emit_json(doctor.to_json(found))
     return 0
 
 
@@ -238,19 +278,33 @@ def cmd_verify(args: argparse.Namespace, console: Console) -> int:
     from lab.evidence import selftest, verify
     from lab.reports.console import print_verification, selftest_table
 
+    human = _human(args, console)
     if args.selftest:
+        if args.archive.is_dir():
+            raise ArchiveError(
+                f"{args.archive}: --selftest tampers with copies of an archive file; give the "
+                ".tar.gz, not the directory."
+            )
         cases = selftest.selftest(args.archive, args.pubkey)
-        console.print(selftest_table(cases, args.archive.name))
+        human.print(selftest_table(cases, args.archive.name))
+        if args.json:
+            ok = all(case.ok for case in cases)
+            rows = [case.to_dict() for case in cases]
+            _emit_json({"archive": args.archive.name, "ok": ok, "cases": rows})
         selftest.require_expected(cases, args.archive.name)
-        console.print(f"[green]OK[/]: all {len(cases)} cases behaved as expected.")
+        human.print(f"[green]OK[/]: all {len(cases)} cases behaved as expected.")
         return 0
     try:
         report = verify.verify_archive(args.archive, pubkey=args.pubkey)
     except verify.VerificationError as failure:
         # the whole expected/found table first; main() then says the one sentence (exit 1)
-        print_verification(failure.report, console)
+        print_verification(failure.report, human)
+        if args.json:
+            _emit_json(failure.report.to_dict())
         raise
-    print_verification(report, console)
+    print_verification(report, human)
+    if args.json:
+        _emit_json(report.to_dict())
     return 0
 
 

@@ -1,14 +1,23 @@
 """The evidence archive: checksums, signatures, provenance and a deterministic tarball.
 
-``write_archive`` adds four files to a finished run directory and packs it::
+``write_archive`` adds seven files to a finished run directory and packs it::
 
     artifacts/<run-id>/lab.pub                   public key (signify format)
-    artifacts/<run-id>/provenance.intoto.jsonl   DSSE envelope: every file except these three
-                                                 as subjects (it, SHA256SUMS, SHA256SUMS.sig)
-    artifacts/<run-id>/SHA256SUMS                `sha256sum --tag` lines: every file except
-                                                 itself and SHA256SUMS.sig (so lab.pub and
-                                                 the provenance are covered)
+    artifacts/<run-id>/lab.pub.pem               the same key, SubjectPublicKeyInfo PEM
+                                                 (``openssl pkeyutl -verify -pubin``)
+    artifacts/<run-id>/provenance.intoto.jsonl   DSSE envelope: every file except it and the
+                                                 SHA256SUMS files as subjects
+    artifacts/<run-id>/SHA256SUMS.gnu            GNU `sha256sum` lines (`<hex>  <path>`, what
+                                                 busybox reads): every file SHA256SUMS lists
+                                                 except this one
+    artifacts/<run-id>/SHA256SUMS                `sha256sum --tag` lines (what signify -C
+                                                 reads): every file except itself and its two
+                                                 signatures (so lab.pub, the provenance and
+                                                 SHA256SUMS.gnu are covered)
     artifacts/<run-id>/SHA256SUMS.sig            signify/minisign signature of SHA256SUMS
+    artifacts/<run-id>/SHA256SUMS.signify        signify's embedded form: the signature's
+                                                 two lines, then the SHA256SUMS text
+                                                 (``signify -C -p lab.pub -x SHA256SUMS.signify``)
     artifacts/<run-id>.tar.gz                    members under <run-id>/, byte-for-byte
                                                  reproducible from the same files
     artifacts/<run-id>.tar.gz.sha256             `sha256sum` line for publishing
@@ -44,18 +53,38 @@ from lab.run.fixture import sha256_file
 
 CHECKSUMS = "SHA256SUMS"
 CHECKSUMS_SIG = "SHA256SUMS.sig"
+#: the same digests as GNU ``sha256sum`` lines, for tools that reject the BSD-tagged form
+#: (busybox); listed in SHA256SUMS, so the signatures cover it
+CHECKSUMS_GNU = "SHA256SUMS.gnu"
+#: signify's embedded signature: the two lines of CHECKSUMS_SIG followed by SHA256SUMS
+CHECKSUMS_SIGNIFY = "SHA256SUMS.signify"
 PUBKEY = "lab.pub"
+PUBKEY_PEM = "lab.pub.pem"
 PROVENANCE = "provenance.intoto.jsonl"
 #: files write_archive generates; a run's own files may not use these names
-GENERATED = (CHECKSUMS, CHECKSUMS_SIG, PUBKEY, PROVENANCE)
-#: listed in SHA256SUMS but not provenance subjects (the provenance cannot name itself, and
-#: SHA256SUMS is written after it)
-NOT_SUBJECTS = frozenset({PROVENANCE, CHECKSUMS, CHECKSUMS_SIG})
+GENERATED = (
+    CHECKSUMS,
+    CHECKSUMS_GNU,
+    CHECKSUMS_SIG,
+    CHECKSUMS_SIGNIFY,
+    PUBKEY,
+    PUBKEY_PEM,
+    PROVENANCE,
+)
+#: in the archive but not listed in SHA256SUMS: the list itself and its signatures, which
+#: vouch for it (a list cannot hold its own digest)
+UNLISTED = frozenset({CHECKSUMS, CHECKSUMS_SIG, CHECKSUMS_SIGNIFY})
+#: not provenance subjects (the provenance cannot name itself, and the SHA256SUMS files are
+#: written after it)
+NOT_SUBJECTS = frozenset({PROVENANCE, CHECKSUMS_GNU, *UNLISTED})
 
 #: private keys are small; files larger than this are not scanned for key material
 KEY_SCAN_LIMIT = 64 * 1024
 _CHUNK = 1 << 20
 _CHECKSUM_LINE = re.compile(r"SHA256 \((?P<path>.+)\) = (?P<digest>[0-9a-f]{64})")
+#: GNU ``sha256sum`` text mode: digest, two spaces, path (names never need escaping here:
+#: ``name_problem`` refuses backslashes and control characters)
+_GNU_LINE = re.compile(r"(?P<digest>[0-9a-f]{64})  (?P<path>.+)")
 _UNSAFE_CHARS = re.compile(r"[\x00-\x1f\x7f\\]")
 
 
@@ -132,18 +161,22 @@ def render_checksums(digests: Mapping[str, str]) -> str:
     return "".join(f"SHA256 ({name}) = {digests[name]}\n" for name in sorted(digests))
 
 
-def parse_checksums(text: str, *, what: str = CHECKSUMS) -> dict[str, str]:
-    """Parse ``sha256sum --tag`` lines strictly; raise one sentence naming the bad line."""
+def render_gnu_checksums(digests: Mapping[str, str]) -> str:
+    """GNU ``sha256sum`` lines (``<hex>  <path>``), sorted by path."""
+    return "".join(f"{digests[name]}  {name}\n" for name in sorted(digests))
+
+
+def parse_checksums(text: str, *, what: str = CHECKSUMS, gnu: bool = False) -> dict[str, str]:
+    """Parse ``sha256sum --tag`` lines (GNU lines with ``gnu``) strictly; raise one sentence
+    naming the bad line."""
     digests: dict[str, str] = {}
     if text and not text.endswith("\n"):
         raise ArchiveError(f"{what}: the last line has no line feed; the file was cut short.")
     for number, line in enumerate(text.split("\n")[:-1], start=1):
-        match = _CHECKSUM_LINE.fullmatch(line)
+        match = (_GNU_LINE if gnu else _CHECKSUM_LINE).fullmatch(line)
         if match is None:
-            raise ArchiveError(
-                f"{what}, line {number}: {line[:80]!r} is not of the form "
-                "'SHA256 (path) = <64 hex digits>'."
-            )
+            form = "'<64 hex digits>  path'" if gnu else "'SHA256 (path) = <64 hex digits>'"
+            raise ArchiveError(f"{what}, line {number}: {line[:80]!r} is not of the form {form}.")
         name = match["path"]
         problem = name_problem(name)
         if problem is not None:
@@ -244,17 +277,24 @@ def write_archive(
     refuse_private_keys(run_dir, files)
 
     (run_dir / PUBKEY).write_text(signer.public_key_file(), encoding="ascii")
+    (run_dir / PUBKEY_PEM).write_bytes(signer.public_key.to_pem())
     subjects = {rel: sha256_file(run_dir / rel) for rel in files}
-    subjects[PUBKEY] = sha256_file(run_dir / PUBKEY)
+    for name in (PUBKEY, PUBKEY_PEM):
+        subjects[name] = sha256_file(run_dir / name)
     statement = build_statement(subjects, provenance_inputs, signer=signer)
     (run_dir / PROVENANCE).write_text(envelope_line(sign_envelope(statement, signer)), "utf-8")
 
     listed = dict(subjects)
     listed[PROVENANCE] = sha256_file(run_dir / PROVENANCE)
+    (run_dir / CHECKSUMS_GNU).write_text(render_gnu_checksums(listed), "utf-8")
+    listed[CHECKSUMS_GNU] = sha256_file(run_dir / CHECKSUMS_GNU)
     checksums = render_checksums(listed).encode("utf-8")
     (run_dir / CHECKSUMS).write_bytes(checksums)
     (run_dir / CHECKSUMS_SIG).write_text(
         signer.sign_detached(checksums, file_name=CHECKSUMS, public_key_name=PUBKEY), "ascii"
+    )
+    (run_dir / CHECKSUMS_SIGNIFY).write_bytes(
+        signer.sign_embedded(checksums, public_key_name=PUBKEY)
     )
 
     tar_path = run_dir.parent / f"{run_dir.name}.tar.gz"

@@ -4,8 +4,9 @@ member at fault) to a :class:`VerifyReport`; none raises for a bad archive.
 
     report = VerifyReport(archive="r1.tar.gz")
     files = structure_checks(report, scan, limits)    # run-relative name -> SHA-256
-    checksum_checks(report, scan, files)
+    listed = checksum_checks(report, scan, files)     # None when SHA256SUMS is unreadable
     key = signature_checks(report, scan, pubkey)       # a bad --pubkey raises SigningError
+    other_form_checks(report, scan, key, listed)       # lab.evidence.forms
     provenance_checks(report, scan, key, files)
     report.ok, report.first_failure
 """
@@ -24,6 +25,7 @@ from lab.evidence.archive import (
     NOT_SUBJECTS,
     PROVENANCE,
     PUBKEY,
+    UNLISTED,
     name_problem,
     parse_checksums,
 )
@@ -233,10 +235,10 @@ def checksum_checks(
     if listed is None:
         return None
 
-    present = {name for name in files if name not in (CHECKSUMS, CHECKSUMS_SIG)}
+    present = {name for name in files if name not in UNLISTED}
     missing = sorted(set(listed) - present)
     extra = sorted(present - set(listed))
-    for excluded in (CHECKSUMS, CHECKSUMS_SIG):
+    for excluded in sorted(UNLISTED):
         if excluded in listed:
             extra.append(f"{excluded} (listed in SHA256SUMS)")
     parents = {str(p) for name in listed for p in PurePosixPath(name).parents}
@@ -264,7 +266,7 @@ def checksum_checks(
     report.add(
         "member set",
         message is None,
-        f"exactly the {len(listed)} files in SHA256SUMS, plus SHA256SUMS and its signature",
+        f"exactly the {len(listed)} files in SHA256SUMS, plus SHA256SUMS and its signatures",
         "; ".join(found_parts) if found_parts else f"{len(present)} files, as listed",
         message,
     )
@@ -428,7 +430,7 @@ def provenance_checks(
     report.add(
         "provenance subjects",
         message is None,
-        "every member except the provenance and SHA256SUMS(.sig), with equal SHA-256",
+        "every member except the provenance and the SHA256SUMS files, with equal SHA-256",
         "; ".join(problems) if problems else f"{len(subjects)} subjects match",
         message,
     )

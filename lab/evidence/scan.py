@@ -7,25 +7,49 @@ checked against :class:`Limits` before its data is read, nothing written to disk
     scan.metadata["SHA256SUMS"]             # the signing files, kept in memory
 
 A hostile archive can neither write to disk nor exhaust memory: the decompressed stream is
-capped, members are hashed in chunks, and only the four small signing files are kept.
+capped, members are hashed in chunks, and only the small signing files are kept.
+
+    scan = scan_directory(Path("run-1"), Limits())   # an unpacked run directory, in place
+
+reads a directory into the same record without following any symbolic link.
 """
 
 from __future__ import annotations
 
+import errno
 import gzip
 import hashlib
+import os
+import stat
 import tarfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
-from lab.evidence.archive import CHECKSUMS, CHECKSUMS_SIG, PROVENANCE, PUBKEY
+from lab.evidence.archive import (
+    CHECKSUMS,
+    CHECKSUMS_GNU,
+    CHECKSUMS_SIG,
+    CHECKSUMS_SIGNIFY,
+    PROVENANCE,
+    PUBKEY,
+    PUBKEY_PEM,
+)
 
 MiB = 1 << 20
 GiB = 1 << 30
 CHUNK = MiB
 #: members whose content verification needs in memory
-METADATA = (CHECKSUMS, CHECKSUMS_SIG, PUBKEY, PROVENANCE)
+METADATA = (
+    CHECKSUMS,
+    CHECKSUMS_GNU,
+    CHECKSUMS_SIG,
+    CHECKSUMS_SIGNIFY,
+    PUBKEY,
+    PUBKEY_PEM,
+    PROVENANCE,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,7 +59,7 @@ class Limits:
     max_members: int = 100_000
     max_member_size: int = 512 * MiB
     max_total_size: int = 2 * GiB
-    #: SHA256SUMS, its signature, lab.pub and the provenance are read into memory
+    #: SHA256SUMS, its signatures, the public keys and the provenance are read into memory
     max_metadata_size: int = 64 * MiB
     #: tar headers, PAX records and end padding allowed beyond the member data: the whole
     #: decompressed stream is capped at ``max_total_size + max_header_bytes``
@@ -184,3 +208,144 @@ def _scan_member(tar: tarfile.TarFile, info: tarfile.TarInfo, scan: Scan, limits
     if keep is not None and not any(m.name == info.name for m in scan.members[:-1]):
         scan.metadata[keep] = b"".join(kept)
     return True
+
+
+def _kind_of(mode: int) -> str:
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "directory"
+    if stat.S_ISLNK(mode):
+        return "symbolic link"
+    if stat.S_ISFIFO(mode):
+        return "FIFO"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISCHR(mode):
+        return "character device"
+    if stat.S_ISBLK(mode):
+        return "block device"
+    return f"file type {stat.S_IFMT(mode):o}"
+
+
+def scan_directory(path: Path, limits: Limits) -> Scan:
+    """The same record as :func:`scan_archive`, of an unpacked run directory, read in place.
+
+    Members are named ``<directory name>/<relative path>``. Nothing is followed through a
+    symbolic link: every directory is opened relative to its parent's descriptor with
+    ``O_NOFOLLOW``, every file with ``O_NOFOLLOW | O_NONBLOCK`` and checked with ``fstat``, so
+    a link (or a FIFO) swapped in during the walk is recorded as what it is, never read
+    through. A symbolic link is recorded as a member of that kind, which verification
+    refuses.
+    """
+    scan = Scan()
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        scan.read_error = f"it cannot be read ({exc.strerror})"
+        return scan
+    if stat.S_ISLNK(st.st_mode):
+        scan.read_error = "it is a symbolic link, which verification does not follow"
+        return scan
+    top = Path(os.path.abspath(path)).name
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        scan.read_error = f"it cannot be opened as a directory ({exc.strerror})"
+        return scan
+    try:
+        scan.members.append(Member(top, "directory", 0))
+        _walk(fd, top, scan, limits)
+    except _Stop:
+        pass
+    except OSError as exc:
+        scan.read_error = f"{exc.filename or top} cannot be read ({exc.strerror})"
+    finally:
+        os.close(fd)
+    return scan
+
+
+class _Stop(Exception):
+    """A limit was exceeded; ``scan.limit_error`` says which."""
+
+
+def _walk(dir_fd: int, prefix: str, scan: Scan, limits: Limits) -> None:
+    with os.scandir(dir_fd) as it:
+        names = sorted(entry.name for entry in it)
+    for name in names:
+        if len(scan.members) >= limits.max_members:
+            scan.limit_error = f"more than {limits.max_members} members"
+            raise _Stop
+        member_name = f"{prefix}/{name}"
+        mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+        kind = _kind_of(mode)
+        if kind == "directory":
+            flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+            child = _open_at(name, dir_fd, flags)
+            if child is None:  # replaced by something else since the stat
+                scan.members.append(Member(member_name, "symbolic link", 0))
+                continue
+            scan.members.append(Member(member_name, "directory", 0))
+            try:
+                _walk(child, member_name, scan, limits)
+            finally:
+                os.close(child)
+            continue
+        if kind != "file":
+            scan.members.append(Member(member_name, kind, 0))
+            continue
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        fd = _open_at(name, dir_fd, flags)
+        if fd is None:
+            scan.members.append(Member(member_name, "symbolic link", 0))
+            continue
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                scan.members.append(Member(member_name, _kind_of(st.st_mode), 0))
+                continue
+            _read_member(fh, member_name, st.st_size, scan, limits)
+
+
+def _open_at(name: str, dir_fd: int, flags: int) -> int | None:
+    """``openat`` without following a link; None when ``name`` became a link (``ELOOP``) or
+    stopped being a directory (``ENOTDIR``)."""
+    try:
+        return os.open(name, flags, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            return None
+        raise
+
+
+def _read_member(fh: BinaryIO, name: str, size: int, scan: Scan, limits: Limits) -> None:
+    member = Member(name, "file", size)
+    scan.members.append(member)
+    if size > limits.max_member_size:
+        scan.limit_error = f"{name} is {size} bytes (limit {limits.max_member_size})"
+        raise _Stop
+    keep = metadata_name(name)
+    if keep is not None and size > limits.max_metadata_size:
+        scan.limit_error = f"{name} is larger than {limits.max_metadata_size} bytes"
+        raise _Stop
+    digest = hashlib.sha256()
+    kept: list[bytes] = []
+    read = 0
+    while chunk := fh.read(CHUNK):
+        read += len(chunk)
+        if read > size:
+            scan.read_error = f"{name} grew while it was read; verify a directory at rest"
+            raise _Stop
+        if scan.total + read > limits.max_total_size:
+            scan.limit_error = f"members total more than {limits.max_total_size} bytes"
+            raise _Stop
+        digest.update(chunk)
+        if keep is not None:
+            kept.append(chunk)
+    member.size = read
+    scan.total += read
+    scan.largest = max(scan.largest, read)
+    member.digest = digest.hexdigest()
+    if keep is not None:
+        scan.metadata[keep] = b"".join(kept)

@@ -27,11 +27,16 @@ from typing import Any, Literal
 from lab.errors import ArchiveError, LabError
 from lab.evidence.archive import (
     CHECKSUMS,
+    CHECKSUMS_GNU,
     CHECKSUMS_SIG,
+    CHECKSUMS_SIGNIFY,
     NOT_SUBJECTS,
     PROVENANCE,
     PUBKEY,
+    PUBKEY_PEM,
+    UNLISTED,
     render_checksums,
+    render_gnu_checksums,
 )
 from lab.evidence.provenance import envelope_line, sign_envelope
 from lab.evidence.scan import metadata_name
@@ -131,8 +136,11 @@ def _recompute_checksums(entries: list[_Entry]) -> None:
     digests = {
         e.info.name.split("/", 1)[1]: hashlib.sha256(e.data).hexdigest()
         for e in entries
-        if e.data is not None and e.info.name.split("/", 1)[-1] not in (CHECKSUMS, CHECKSUMS_SIG)
+        if e.data is not None and e.info.name.split("/", 1)[-1] not in UNLISTED | {CHECKSUMS_GNU}
     }
+    gnu = _find(entries, CHECKSUMS_GNU)
+    gnu.data = render_gnu_checksums(digests).encode()
+    digests[CHECKSUMS_GNU] = hashlib.sha256(gnu.data).hexdigest()
     _find(entries, CHECKSUMS).data = render_checksums(digests).encode()
 
 
@@ -140,6 +148,7 @@ def _resign(entries: list[_Entry]) -> None:
     """What a forger holding only their own key would do: rewrite everything and sign it."""
     forger = Signer.ephemeral()
     _find(entries, PUBKEY).data = forger.public_key_file().encode()
+    _find(entries, PUBKEY_PEM).data = forger.public_key.to_pem()
     prov = _find(entries, PROVENANCE)
     envelope = json.loads((prov.data or b"").decode())
     statement = json.loads(base64.b64decode(envelope["payload"]))
@@ -153,6 +162,7 @@ def _resign(entries: list[_Entry]) -> None:
     _recompute_checksums(entries)
     sums = _find(entries, CHECKSUMS).data or b""
     _find(entries, CHECKSUMS_SIG).data = forger.sign_detached(sums, file_name=CHECKSUMS).encode()
+    _find(entries, CHECKSUMS_SIGNIFY).data = forger.sign_embedded(sums)
 
 
 def _case_flip(entries: list[_Entry]) -> str:

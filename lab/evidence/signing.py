@@ -9,11 +9,15 @@ with minisign's trusted comment appended (four lines)::
     base64(Ed25519(signature[64] | trusted comment text))
 
 ``signify-openbsd -V`` reads the first two lines; ``minisign -V`` (legacy ``Ed`` algorithm, no
-pre-hashing) checks all four, so reviewers can use either tool.
+pre-hashing) checks all four, so reviewers can use either tool. The *embedded* form
+(``signify -S -e``, what ``signify -C`` reads) is signify's two lines followed by the message
+itself, byte for byte.
 
     signer = Signer.from_env()              # LAB_SIGNING_KEY, or an ephemeral key
     text = signer.sign_detached(data, file_name="SHA256SUMS")
     verify_detached(data, text, signer.public_key, what="SHA256SUMS.sig")
+    embedded = signer.sign_embedded(data)    # b"untrusted comment: ...\n<base64>\n" + data
+    verify_embedded(embedded, signer.public_key, what="SHA256SUMS.signify") == data
     signer.describe()                        # {"ephemeral": ..., "key_id": ..., ...}
 """
 
@@ -166,6 +170,12 @@ class Signer:
             f"{base64.b64encode(global_sig).decode('ascii')}\n"
         )
 
+    def sign_embedded(self, message: bytes, *, public_key_name: str = "lab.pub") -> bytes:
+        """signify's embedded signature of ``message``: its two lines, then ``message``."""
+        blob = PKALG + self._key.keynum + self.sign(message)
+        line = base64.b64encode(blob).decode("ascii")
+        return f"{COMMENT_PREFIX}verify with {public_key_name}\n{line}\n".encode() + message
+
 
 def _is_key_text(value: str) -> bool:
     if value.startswith((COMMENT_PREFIX.strip(), "-----BEGIN")) or "\n" in value:
@@ -242,3 +252,29 @@ def verify_detached(
         if not public_key.verify(parsed.global_signature, signed):
             raise SigningError(f"{what}: the trusted comment's signature does not verify.")
     return parsed
+
+
+def verify_embedded(data: bytes, public_key: PublicKey, *, what: str) -> bytes:
+    """Check a signify embedded signature (``signify -C``'s input); return the message.
+
+    Like ``signify``, the first two lines are the signature and everything after them is the
+    signed message; raise one sentence if the signature does not verify."""
+    parts = data.split(b"\n", 2)
+    if len(parts) < 3:
+        raise SigningError(
+            f"{what} is not a signify embedded signature (two signature lines, then the "
+            "signed text)."
+        )
+    head = (parts[0] + b"\n" + parts[1] + b"\n").decode("ascii", "replace")
+    message = parts[2]
+    parsed = DetachedSignature.parse(head, what=what)
+    if public_key.keynum is not None and parsed.keynum != public_key.keynum:
+        raise SigningError(
+            f"{what} was made by key {parsed.key_id}, not by the expected key {public_key.key_id}."
+        )
+    if not public_key.verify(parsed.signature, message):
+        raise SigningError(
+            f"{what} does not verify with public key {public_key.key_id}: the embedded list "
+            "or its signature was changed."
+        )
+    return message

@@ -10,8 +10,10 @@
         print(check.status, check.name, check.expected, check.found)
 
 The archive is read once, as a stream, every header checked before its data is read
-(:mod:`lab.evidence.scan`); the checks are :mod:`lab.evidence.checks`; tampering being
-caught is shown by :mod:`lab.evidence.selftest`.
+(:mod:`lab.evidence.scan`); a directory (``tar xzf`` of one) is read in place, without
+following any symbolic link, and gets the same checks. The checks are
+:mod:`lab.evidence.checks` and :mod:`lab.evidence.forms`; tampering being caught is shown by
+:mod:`lab.evidence.selftest`.
 """
 
 from __future__ import annotations
@@ -29,13 +31,15 @@ from lab.evidence.checks import (
     signature_checks,
     structure_checks,
 )
-from lab.evidence.scan import Limits, scan_archive
+from lab.evidence.forms import other_form_checks
+from lab.evidence.scan import Limits, scan_archive, scan_directory
 
 
 def verify_archive(
     path: Path, *, pubkey: Path | None = None, limits: Limits | None = None
 ) -> VerifyReport:
-    """Every check; raise :class:`VerificationError` (an ``ArchiveError``) when any failed.
+    """Every check of an archive, or of an unpacked run directory in place; raise
+    :class:`VerificationError` (an ``ArchiveError``) when any failed.
 
     A ``pubkey`` that cannot be read raises :class:`~lab.errors.SigningError` (the user's
     input, not the archive, is at fault).
@@ -52,28 +56,27 @@ def inspect_archive(
     """Run every check and collect the results; never raises for a bad archive (a bad
     ``pubkey`` still raises ``SigningError``)."""
     limits = limits or Limits()
-    report = VerifyReport(archive=path.name)
-    scan = scan_archive(path, limits)
+    directory = path.is_dir()  # a link to a directory too: scan_directory refuses it
+    report = VerifyReport(archive=path.name or str(path))
+    if directory:
+        scan = scan_directory(path, limits)
+        check, whole = "directory readable", "an unpacked run directory, no symbolic link followed"
+    else:
+        scan = scan_archive(path, limits)
+        check, whole = "archive readable", "a complete gzip-compressed tar archive"
     if scan.read_error is not None:
-        report.add(
-            "archive readable",
-            False,
-            "a complete gzip-compressed tar archive",
-            scan.read_error,
-            f"{path.name} cannot be read as a gzip-compressed tar archive: {scan.read_error}.",
-        )
+        what = "an unpacked run directory" if directory else "a gzip-compressed tar archive"
+        why = f"{report.archive} cannot be read as {what}: {scan.read_error}."
+        report.add(check, False, whole, scan.read_error, why)
         return report
-    report.add(
-        "archive readable",
-        True,
-        "a complete gzip-compressed tar archive",
-        f"{len(scan.members)} members",
-    )
+    report.add(check, True, whole, f"{len(scan.members)} members")
     files = structure_checks(report, scan, limits)
     if scan.limit_error is not None:
         return report  # the scan stopped early; the remaining checks would mislead
-    checksum_checks(report, scan, files)
+    listed = checksum_checks(report, scan, files)
     key = signature_checks(report, scan, pubkey)
+    # after the signatures: a forged list fails there first
+    other_form_checks(report, scan, key, listed)
     provenance_checks(report, scan, key, files)
     if report.ephemeral:
         report.warnings.append(EPHEMERAL_WARNING)

@@ -244,7 +244,14 @@ def check(
 
 
 def to_json(doctor: Doctor) -> dict[str, Any]:
+    """``doctor --json``: ``ok`` is the verdict (every observer available, and the sandbox
+    when it was probed); ``unavailable`` names what is not."""
+    unavailable = sorted(k for k, status in doctor.observers.items() if not status.available)
+    if doctor.sandbox is not None and not doctor.sandbox.available:
+        unavailable.append("sandbox")
     return {
+        "ok": not unavailable,
+        "unavailable": unavailable,
         "observers": {k: doctor.observers[k].to_dict() for k in sorted(doctor.observers)},
         "sandbox": None if doctor.sandbox is None else doctor.sandbox.to_dict(),
         "facts": doctor.facts,

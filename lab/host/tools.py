@@ -31,6 +31,7 @@ TOOL_PACKAGES: dict[str, str] = {
     # verifying archives the way a reviewer does, and reading the PDF report in tests
     "signify-openbsd": "signify-openbsd",
     "minisign": "minisign",
+    "busybox": "busybox",  # its sha256sum -c reads only GNU lines (Alpine's, for one)
     "pdftoppm": "poppler-utils",
     # the container and its base image
     "docker": "docker.io",

@@ -13,8 +13,9 @@ from lab.reports.table import Table, fmt
 def files_table(files: list[ArchivedFile] | None) -> Table:
     notes = [
         "SHA256SUMS covers every archived file, this report included; SHA256SUMS.sig signs "
-        "SHA256SUMS. Files written after this report (SHA256SUMS, its signature, the "
-        "attestation) are not in this table."
+        "SHA256SUMS, and SHA256SUMS.signify holds the same signature and list for signify -C. "
+        "Files written after this report (SHA256SUMS and SHA256SUMS.gnu, the signatures, "
+        "the public keys, the attestation) are not in this table."
     ]
     if files is None:
         return Table(

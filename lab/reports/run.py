@@ -168,9 +168,16 @@ def identity_rows(run: RunResult) -> list[tuple[str, str]]:
     for key in sorted(run.options):
         rows.append((f"option {key}", fmt(run.options[key])))
     signing = run.signing
-    rows.append(("signing key fingerprint", fmt(signing.get("fingerprint"))))
-    if "keynum" in signing:
-        rows.append(("signing key number", fmt(signing.get("keynum"))))
+    key_id = signing.get("key_id")
+    # The key id is what minisign -V and lab verify print; no tool prints a SHA-256 of the key.
+    rows.append(
+        (
+            "signing key id",
+            f"{key_id} (as minisign -V and lab verify print it; lab.pub, lab.pub.pem)"
+            if key_id
+            else fmt(None),
+        )
+    )
     if "ephemeral" in signing:
         rows.append(("ephemeral signing key", fmt(bool(signing.get("ephemeral")))))
     return rows

@@ -18,9 +18,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from lab.errors import ArchiveError
 from lab.evidence.archive import (
     CHECKSUMS,
+    CHECKSUMS_GNU,
     CHECKSUMS_SIG,
     PROVENANCE,
     PUBKEY,
+    UNLISTED,
     ArchiveInfo,
     archive_epoch,
     build_tarball,
@@ -147,10 +149,8 @@ def test_checksums_cover_every_other_member(tmp_path: Path, signer: Signer) -> N
     info = archive(tmp_path, signer)
     run_dir = info.run_dir
     listed = parse_checksums((run_dir / CHECKSUMS).read_text())
-    files = {p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*") if p.is_file()} - {
-        CHECKSUMS,
-        CHECKSUMS_SIG,
-    }
+    files = {p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*") if p.is_file()}
+    files -= UNLISTED
     assert set(listed) == files
     assert PUBKEY in listed and PROVENANCE in listed
     for name, digest in listed.items():
@@ -166,7 +166,7 @@ def test_provenance_subjects_and_signature(tmp_path: Path, signer: Signer) -> No
     statement = open_envelope(json.loads(line), signer.public_key, what="provenance")
     names = [s["name"] for s in statement["subject"]]
     listed = parse_checksums((info.run_dir / CHECKSUMS).read_text())
-    assert set(names) == set(listed) - {PROVENANCE}
+    assert set(names) == set(listed) - {PROVENANCE, CHECKSUMS_GNU}
     assert PUBKEY in names
 
 

@@ -17,12 +17,17 @@ from lab._cli import build_parser, cmd_verify, main
 from lab.errors import ArchiveError, SigningError
 from lab.evidence.archive import (
     CHECKSUMS,
+    CHECKSUMS_GNU,
     CHECKSUMS_SIG,
+    CHECKSUMS_SIGNIFY,
+    GENERATED,
     PROVENANCE,
-    PUBKEY,
+    PUBKEY_PEM,
+    UNLISTED,
     ArchiveInfo,
     build_tarball,
     render_checksums,
+    render_gnu_checksums,
     write_archive,
 )
 from lab.evidence.keys import generate_keypair
@@ -47,14 +52,14 @@ INPUTS = ProvenanceInputs(
     scenarios=["baseline"],
     options={"collector": "none"},
 )
-#: the run's own files; write_archive adds the four signing files
+#: the run's own files; write_archive adds the signing files
 RUN_FILES = {
     "results.json": b'{"schema_version": 1}',
     "report.md": b"# Report\n",
     "baseline/r1/none/inv1/client.stdout": b'{"event": "complete", "status": "ok"}\n',
     "baseline/r1/none/capture.pcap": bytes(range(256)) * 8,
 }
-ALL_FILES = sorted([*RUN_FILES, CHECKSUMS, CHECKSUMS_SIG, PUBKEY, PROVENANCE])
+ALL_FILES = sorted([*RUN_FILES, *GENERATED])
 
 Entry = tuple[tarfile.TarInfo, bytes | None]
 
@@ -154,7 +159,10 @@ def test_good_archive_passes_every_check(good: ArchiveInfo, pubkey: Path) -> Non
         "member set",
         "member digests",
         "embedded public key",
+        "lab.pub.pem",
         "SHA256SUMS signature",
+        "SHA256SUMS.signify",
+        "SHA256SUMS.gnu",
         "provenance signature",
         "provenance subjects",
         "provenance build type",
@@ -168,7 +176,7 @@ def test_good_archive_passes_every_check(good: ArchiveInfo, pubkey: Path) -> Non
         "name": "archive readable",
         "status": "PASS",
         "expected": "a complete gzip-compressed tar archive",
-        "found": "13 members",
+        "found": "16 members",
         "message": None,
     }
 
@@ -265,7 +273,7 @@ def test_replaced_sha256sums(good: ArchiveInfo, pubkey: Path, tmp_path: Path) ->
         digests = {
             rel(info): hashlib.sha256(data).hexdigest()
             for info, data in entries
-            if data is not None and rel(info) not in (CHECKSUMS, CHECKSUMS_SIG)
+            if data is not None and rel(info) not in UNLISTED
         }
         entries[find(entries, CHECKSUMS)] = (
             entries[find(entries, CHECKSUMS)][0],
@@ -289,6 +297,74 @@ def test_signature_from_another_key(good: ArchiveInfo, pubkey: Path, tmp_path: P
     path = tampered(good, tmp_path, resign)
     assert_rejected(path, pubkey, "SHA256SUMS.sig", "was made by key", "not by the expected key")
     assert_rejected(path, None, "SHA256SUMS.sig", "was made by key")
+
+
+def test_embedded_signature_over_another_list(
+    good: ArchiveInfo, pubkey: Path, tmp_path: Path, keys: tuple[Signer, Path]
+) -> None:
+    """SHA256SUMS.signify signed by the right key, but embedding a list other than SHA256SUMS
+    (what signify -C would then check): refused in one sentence naming both files."""
+
+    def swap(entries: list[Entry]) -> None:
+        i = find(entries, CHECKSUMS_SIGNIFY)
+        entries[i] = (entries[i][0], keys[0].sign_embedded(b"SHA256 (x) = " + b"0" * 64 + b"\n"))
+
+    path = tampered(good, tmp_path, swap)
+    message = assert_rejected(path, pubkey, "SHA256SUMS.signify embeds a list that differs")
+    assert message.endswith("run-1/SHA256SUMS.")
+
+
+def test_embedded_signature_by_another_key(good: ArchiveInfo, pubkey: Path, tmp_path: Path) -> None:
+    def resign(entries: list[Entry]) -> None:
+        i = find(entries, CHECKSUMS_SIGNIFY)
+        sums = entries[find(entries, CHECKSUMS)][1] or b""
+        entries[i] = (entries[i][0], Signer.ephemeral().sign_embedded(sums))
+
+    path = tampered(good, tmp_path, resign)
+    assert_rejected(path, pubkey, "SHA256SUMS.signify was made by key", "not by the expected key")
+
+
+def test_pem_key_of_another_key(good: ArchiveInfo, pubkey: Path, tmp_path: Path) -> None:
+    """lab.pub.pem swapped for another key (and SHA256SUMS not updated): the digest check and
+    the key comparison both say so; the comparison names both key ids."""
+
+    def swap(entries: list[Entry]) -> None:
+        i = find(entries, PUBKEY_PEM)
+        entries[i] = (entries[i][0], Signer.ephemeral().public_key.to_pem())
+
+    report = inspect_archive(tampered(good, tmp_path, swap), pubkey=pubkey)
+    pem = next(c for c in report.checks if c.name == PUBKEY_PEM)
+    assert not pem.passed and pem.message is not None
+    assert "run-1/lab.pub.pem holds key" in pem.message and "not the key" in pem.message
+    assert pem.message.count(".") >= 1 and "\n" not in pem.message
+
+
+def test_gnu_list_that_disagrees_with_sha256sums(
+    good: ArchiveInfo, pubkey: Path, tmp_path: Path, keys: tuple[Signer, Path]
+) -> None:
+    """A signer whose GNU list says something else than SHA256SUMS (signed, digests right):
+    busybox would check other digests than signify, so verification refuses it."""
+    signer = keys[0]
+    run_dir = good.run_dir
+    listed = dict(
+        line.split("  ", 1)[::-1] for line in (run_dir / CHECKSUMS_GNU).read_text().splitlines()
+    )
+    listed["report.md"] = "0" * 64
+    (run_dir / CHECKSUMS_GNU).write_text(render_gnu_checksums(listed))
+    sums = (run_dir / CHECKSUMS).read_text().splitlines(keepends=True)
+    gnu_digest = hashlib.sha256((run_dir / CHECKSUMS_GNU).read_bytes()).hexdigest()
+    sums = [
+        f"SHA256 ({CHECKSUMS_GNU}) = {gnu_digest}\n" if f"({CHECKSUMS_GNU})" in line else line
+        for line in sums
+    ]
+    data = "".join(sums).encode()
+    (run_dir / CHECKSUMS).write_bytes(data)
+    (run_dir / CHECKSUMS_SIG).write_text(signer.sign_detached(data, file_name=CHECKSUMS))
+    (run_dir / CHECKSUMS_SIGNIFY).write_bytes(signer.sign_embedded(data))
+    path = tmp_path / "gnu.tar.gz"
+    build_tarball(run_dir, path, epoch=EPOCH)
+    message = assert_rejected(path, pubkey, "run-1/SHA256SUMS.gnu disagrees with run-1/SHA256SUMS")
+    assert message.endswith("about report.md."), message
 
 
 def test_archive_signed_by_someone_else(good: ArchiveInfo, tmp_path: Path) -> None:
@@ -456,11 +532,14 @@ def test_provenance_subject_mismatch_is_reported(
     digests = {
         p.relative_to(run_dir).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in run_dir.rglob("*")
-        if p.is_file() and p.name not in (CHECKSUMS, CHECKSUMS_SIG)
+        if p.is_file() and p.name not in UNLISTED | {CHECKSUMS_GNU}
     }
+    (run_dir / CHECKSUMS_GNU).write_text(render_gnu_checksums(digests))
+    digests[CHECKSUMS_GNU] = hashlib.sha256((run_dir / CHECKSUMS_GNU).read_bytes()).hexdigest()
     sums = render_checksums(digests).encode()
     (run_dir / CHECKSUMS).write_bytes(sums)
     (run_dir / CHECKSUMS_SIG).write_text(signer.sign_detached(sums, file_name=CHECKSUMS))
+    (run_dir / CHECKSUMS_SIGNIFY).write_bytes(signer.sign_embedded(sums))
     assert (run_dir / PROVENANCE).read_bytes() == stale
     path = tmp_path / "restamped.tar.gz"
     build_tarball(run_dir, path, epoch=EPOCH)
@@ -524,7 +603,7 @@ def test_cli_prints_every_check(good: ArchiveInfo, pubkey: Path) -> None:
     console = Console(record=True, width=200)
     assert _cli_verify(good.path, pubkey, console) == 0
     text = console.export_text()
-    assert text.count("PASS") == 12 and "FAIL" not in text
+    assert text.count("PASS") == 15 and "FAIL" not in text
     assert "authenticity established for that key" in text
     assert "512 MiB each, 2 GiB in total" in text
 
@@ -540,7 +619,7 @@ def test_cli_prints_the_whole_table_then_raises_the_first_failure(
     with pytest.raises(VerificationError, match=r"report\.md does not match SHA256SUMS"):
         _cli_verify(tampered(good, tmp_path, damage), pubkey, console)
     text = console.export_text()
-    assert "FAIL" in text and text.count("PASS") == 10  # every check, not only the first failure
+    assert "FAIL" in text and text.count("PASS") == 13  # every check, not only the first failure
     assert "OK" not in text
 
 
@@ -575,3 +654,15 @@ def test_selftest_names_the_case_that_misbehaved(tmp_path: Path, pubkey: Path) -
     with pytest.raises(ArchiveError, match="untouched archive does not verify"):
         _cli_verify(path, pubkey, console, "--selftest")
     assert "Self-test on copies of broken.tar.gz" in console.export_text()
+
+
+def test_console_names_the_key_id_and_the_standard_tools(good: ArchiveInfo) -> None:
+    from lab._cli import print_archive
+
+    console = Console(record=True, width=200)
+    print_archive(good, console)
+    text = console.export_text()
+    assert f"Signed by key {good.key_id}" in text
+    assert "signify-openbsd -C -p lab.pub -x SHA256SUMS.signify" in text
+    assert "minisign -V -p lab.pub -m SHA256SUMS -x SHA256SUMS.sig" in text
+    assert "sha256sum -c SHA256SUMS.gnu" in text and "busybox" in text

@@ -169,5 +169,19 @@ def test_to_json_is_plain_data() -> None:
     assert json.loads(json.dumps(data)) == data
     assert list(data["observers"]) == ["packets", "strace"]
     assert data["observers"]["strace"]["available"] is False
+    assert data["ok"] is False and "strace" in data["unavailable"]
     assert data["actions"] == ["mounted tracefs at /sys/kernel/tracing"]
     assert data["facts"]["kernel_release"] == "6.18.44"
+
+
+def test_cli_json_is_one_document_on_stdout_and_the_table_on_stderr(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lab._cli import main
+
+    monkeypatch.setattr(doctor, "check", lambda **_: _sample())  # no probing of this machine
+    assert main(["doctor", "--json", "--no-mount"]) == 0
+    out, err = capsys.readouterr()
+    data = json.loads(out)
+    assert data["ok"] is False and data["unavailable"] == ["strace"]
+    assert "strace" in err and "not installed" in err

@@ -696,9 +696,9 @@ def _run(scenarios: list[ScenarioResult], observers_available: bool, **options: 
         environment=_environment(),
         scenarios=scenarios,
         signing={
-            "fingerprint": "RWQf6LRCGA9i53mlYecO4IzT51TGPpvWucNSCh1CBM0QTaLn73Y7GFO3",
+            "key_id": "0EACA16E1E65E953",
+            "fingerprint": "3b0d3b5e1c1fb2c4a1e0d3a7e5f0c2b9d8a6f4e2c0b1a3d5e7f9081726354453",
             "ephemeral": True,
-            "keynum": "53e9651e6ea1ac0e",
         },
     )
     run.aggregate = aggregate(scenarios)

@@ -82,7 +82,7 @@ def test_identity_without_hostname_or_host_paths(sample_run: RunResult) -> None:
     identity = _section(md, "## Identity of the run")
     assert sample_run.environment["git_commit"] in identity
     assert sample_run.environment["client_sha256"] in identity
-    assert sample_run.signing["fingerprint"] in identity
+    assert sample_run.signing["key_id"] in identity
     assert "authenticity - who produced it - is not established" in identity
     assert "reviewer-secret-hostname" not in md
     assert "/work/" not in md and "/tmp/" not in md

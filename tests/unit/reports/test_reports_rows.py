@@ -66,7 +66,9 @@ def test_identity_hides_the_hostname_and_handles_absent_keys() -> None:
     bare_rows = dict(identity_rows(bare))
     for key in ("git commit", "client binary SHA-256", "kernel", "CPU model", "tool versions"):
         assert bare_rows[key] == "not recorded"
-    assert bare_rows["signing key fingerprint"] == "not recorded"
+    assert bare_rows["signing key id"] == "not recorded"
+    assert rows["signing key id"].startswith(run.signing["key_id"] + " (as minisign -V")
+    assert not any("fingerprint" in key for key in rows)
 
 
 def test_signing_statements() -> None:
