@@ -46,6 +46,7 @@ from lab.model import (
     ScenarioResult,
 )
 from lab.run import backup_check, fixture, receiver
+from lab.run.decoy import Decoy
 from lab.run.hostcell import HostCell
 from lab.run.scenario import Scenario
 from lab.sandbox import Sandbox
@@ -307,7 +308,7 @@ class Runner:
             receiver.Receiver.serving(
                 cell.store, evidence / "receiver.jsonl", faults=scenario.faults, sock=rx_sock
             ) as rx,
-            receiver.Decoy.serving(evidence / "decoy.jsonl", sock=decoy_sock) as decoy,
+            Decoy.serving(evidence / "decoy.jsonl", sock=decoy_sock) as decoy,
         ):
             p = Pass(
                 collector=collector_name,
@@ -468,7 +469,7 @@ class Runner:
         tracer: ProcessCollector | None,
         window: Window,
         cell: Any,
-        endpoints: tuple[receiver.Receiver, receiver.Decoy],
+        endpoints: tuple[receiver.Receiver, Decoy],
         held: bool,
         labels: dict[str, Any],
     ) -> Invocation:
