@@ -28,7 +28,8 @@ from lab.judge import aggregate, calibration, contract
 from lab.model import PROCESS_COLLECTORS, ObserverStatus, RunResult, ScenarioResult
 from lab.run import scenario
 from lab.run.options import check_run_options
-from lab.run.runner import Plan, Runner
+from lab.run.plan import Plan
+from lab.run.runner import Runner
 from lab.sandbox import Sandbox, SandboxSettings
 from lab.schemas import validate_results
 
