@@ -8,9 +8,11 @@ program and daemon of a client is seen, none of the instrument is, and every map
 by the cgroup id, which names the invocation. The script is ``probes/client.bt`` with
 ``__BINARY__`` replaced by the client's path, ``__CGROUPS__`` by the cgroup filter, and the
 uprobe block of every function the binary lacks removed (bpftrace refuses to start when a
-uprobe cannot attach). Kept per pass: the script run (``bpftrace.bt``), the symbol table it
-was checked against (``bpftrace.symbols.txt``) and the whole output (``bpftrace.txt``); per
-invocation: the lines of its cgroup, verbatim, in ``inv<N>/bpftrace.txt``.
+uprobe cannot attach; see ``lab.collectors.bpftrace_script``). Kept per pass: the script run
+(``bpftrace.bt``), the symbol table it was checked against (``bpftrace.symbols.txt``) and the
+whole output (``bpftrace.txt``); per invocation: the lines of its cgroup, verbatim, in
+``inv<N>/bpftrace.txt``. The output is parsed and summarised by
+``lab.collectors.bpftrace_parse``.
 
     session = BpftraceSession()
     status = BpftraceSession.probe()        # root, BTF, tracefs, uprobes, a real attach
@@ -29,379 +31,40 @@ import re
 import signal
 import tempfile
 import time
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 from lab.collectors.base import CollectorOutput, PassContext, SessionCollector
+from lab.collectors.bpftrace_parse import ATTACHING, BpftraceTrace, parse_bpftrace, summarize
+from lab.collectors.bpftrace_script import (
+    DEFAULT_SCRIPT,
+    RenderedScript,
+    cgroup_filter,
+    check_attach_path,
+    defined_counters,
+    function_symbols,
+    render_script,
+)
 from lab.errors import CollectorError
 from lab.host import procs
 from lab.host.capabilities import CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, effective_mask
 from lab.model import ObserverStatus
 
-PROBES_DIR = Path(__file__).resolve().parents[2] / "probes"
-DEFAULT_SCRIPT = PROBES_DIR / "client.bt"
 SCRIPT_NAME = "bpftrace.bt"
 OUTPUT_NAME = "bpftrace.txt"
 STDERR_NAME = "bpftrace.stderr.txt"
 SYMBOLS_NAME = "bpftrace.symbols.txt"
-PLACEHOLDER = "__BINARY__"
-CGROUPS_PLACEHOLDER = "__CGROUPS__"
-#: printed by the script's BEGIN probe, once every probe is attached
-ATTACHED_MARKER = "lab: attached"
-#: printed by the script's END probe; bpftrace prints the final maps right after it
-END_MARKER = "lab: end of trace"
 #: how long bpftrace may take to compile and attach (about 3 s on the lab's machines)
 READY_TIMEOUT_S = 60.0
 #: how long it may take to print its maps once interrupted
 STOP_GRACE_S = 30.0
 
-#: the client functions the script may attach uprobes to, and the map each one feeds
-UPROBE_COUNTERS: dict[str, str] = {
-    "hash_file": "@hash_calls",
-    "send_payload": "@send_payload_calls",
-    "busy_wait": "@busy_wait_calls",
-}
-#: summary key for each counter map (docs/architecture.md)
-COUNTER_KEYS: dict[str, str] = {
-    "@hash_calls": "hash_calls",
-    "@send_payload_calls": "send_payload_calls",
-    "@busy_wait_calls": "busy_wait_calls",
-    "@connects": "connects",
-    "@read_bytes": "read_bytes",
-    "@sent_bytes": "sent_bytes",
-    "@switches_out": "switches_out",
-}
-#: the ``call=N`` codes of the script's syscall address lines (probes/client.bt)
-CALLS: dict[int, str] = {1: "connect", 2: "sendto", 3: "sendmsg", 4: "sendmmsg"}
-#: io_uring opcodes that can carry a destination: the kernel tracepoints decode an inet one
-#: (tcp-connect, datagram), nothing here decodes a unix-domain one
-URING_NETWORK_OPS = frozenset(
-    {"CONNECT", "SEND", "SENDMSG", "SEND_ZC", "SENDMSG_ZC", "URING_CMD", "SENDTO"}
-)
 
 BTF = Path("/sys/kernel/btf/vmlinux")
 TRACEFS_CANDIDATES = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
 UPROBE_PMU = Path("/sys/bus/event_source/devices/uprobe")
 
-_UPROBE_LINE = re.compile(rf"^uprobe:{PLACEHOLDER}:(?P<name>\w+)")
-_RENDERED_UPROBE = re.compile(r"^uprobe:[^:\s]+:(?P<name>\w+)", re.MULTILINE)
-_COUNTER_DEF = re.compile(r"(@\w+)(?:\[[^\]]*\])?\s*=\s*(?:count|sum)\(")
 _TRACEPOINT = re.compile(r"tracepoint:(\w+):(\w+)")
-_ATTACHING = re.compile(r"^Attaching (\d+) probes?\.\.\.$", re.MULTILINE)
-_LOST = re.compile(r"Lost (\d+) events")
-_EVENT = re.compile(
-    r"^(?P<nsecs>\d+) cg=(?P<cg>\d+) pid=(?P<pid>\d+) (?P<kind>[\w=-]+)(?P<rest>.*)$"
-)
-_MAP = re.compile(r"^(?P<name>@\w+)(?:\[(?P<key>[^\]]*)\])?: (?P<value>.*)$")
-_NM_FUNCTION_TYPES = frozenset("TtWwi")
-
-
-@dataclass(frozen=True)
-class RenderedScript:
-    """A probe script ready to run against one binary."""
-
-    text: str
-    uprobes: tuple[str, ...]
-    absent_symbols: tuple[str, ...]
-
-
-def template_uprobes(template: str) -> list[str]:
-    """The functions the template has ``uprobe:__BINARY__:NAME`` blocks for."""
-    return [m.group("name") for m in map(_UPROBE_LINE.match, template.splitlines()) if m]
-
-
-def cgroup_filter(paths: Sequence[Path]) -> str:
-    """The probe predicate matching the given cgroup v2 directories."""
-    for path in paths:
-        if '"' in str(path) or "\\" in str(path):
-            raise CollectorError(f"the cgroup path {path} cannot be written in a bpftrace string.")
-    return "(" + " || ".join(f'cgroup == cgroupid("{p}")' for p in paths) + ")"
-
-
-def render_script(
-    template: str, binary: str, present_symbols: Collection[str], filter_expr: str
-) -> RenderedScript:
-    """Substitute the binary's path and the cgroup filter, and drop the uprobe block (its
-    first line to the next line that is exactly ``}``) of every function
-    ``present_symbols`` lacks."""
-    kept: list[str] = []
-    uprobes: list[str] = []
-    absent: list[str] = []
-    skipping = False
-    for line in template.splitlines():
-        if skipping:
-            skipping = line.rstrip() != "}"
-            continue
-        m = _UPROBE_LINE.match(line)
-        if m is not None:
-            if m.group("name") in present_symbols:
-                uprobes.append(m.group("name"))
-            else:
-                absent.append(m.group("name"))
-                skipping = line.rstrip() != "}"
-                continue
-        if line.lstrip().startswith("//"):
-            kept.append(line)  # comments keep the placeholders: they describe the template
-        else:
-            kept.append(line.replace(PLACEHOLDER, binary).replace(CGROUPS_PLACEHOLDER, filter_expr))
-    header = [f"// lab: client binary {binary}", f"// lab: filter {filter_expr}"]
-    if absent:
-        header.append(
-            "// lab: uprobes removed because the binary has no such symbol: " + ", ".join(absent)
-        )
-    text = "\n".join(header + kept) + "\n"
-    return RenderedScript(text, tuple(uprobes), tuple(absent))
-
-
-def script_uprobes(script: str) -> list[str]:
-    """The functions a rendered script attaches uprobes to."""
-    return [m.group("name") for m in _RENDERED_UPROBE.finditer(script)]
-
-
-def defined_counters(script: str) -> list[str]:
-    """Maps the script fills with ``count()`` or ``sum()``, sorted."""
-    return sorted(set(_COUNTER_DEF.findall(script)))
-
-
-def function_symbols(nm_output: str) -> set[str]:
-    """Defined function names in ``nm --defined-only`` output (versions stripped)."""
-    names: set[str] = set()
-    for line in nm_output.splitlines():
-        parts = line.split()
-        if len(parts) >= 3 and parts[-2] in _NM_FUNCTION_TYPES:
-            names.add(parts[-1].split("@", 1)[0])
-    return names
-
-
-def check_attach_path(binary: str) -> None:
-    """An attach point is ``uprobe:PATH:FUNCTION``: refuse paths bpftrace cannot parse."""
-    if not binary or any(c.isspace() for c in binary) or ":" in binary:
-        raise CollectorError(
-            f"bpftrace cannot attach uprobes to {binary!r}: the path is empty or contains "
-            "whitespace or ':', which separate the parts of an attach point."
-        )
-
-
-@dataclass
-class BpftraceEvent:
-    """One line printed by a probe: ``<nsecs> cg=<cgroup> pid=<pid> <kind> key=value ...``."""
-
-    nsecs: int
-    cgroup: int
-    pid: int
-    kind: str
-    fields: dict[str, str]
-
-
-def _event(line: str) -> BpftraceEvent | None:
-    m = _EVENT.match(line)
-    if m is None:
-        return None
-    rest = m.group("rest")
-    fields: dict[str, str] = {}
-    # a unix path may hold spaces: it is always the last field
-    head, sep, path = rest.partition(" path=")
-    for token in head.split():
-        key, eq, value = token.partition("=")
-        if eq:
-            fields[key] = value
-    if sep:
-        fields["path"] = path
-    kind = m.group("kind")
-    if kind.startswith("call="):
-        code = kind.partition("=")[2]
-        kind = CALLS.get(int(code), f"call-{code}") if code.isdigit() else kind
-    return BpftraceEvent(
-        int(m.group("nsecs")), int(m.group("cg")), int(m.group("pid")), kind, fields
-    )
-
-
-#: ICMP (v4 and v6) types that answer or report rather than contact (echo replies,
-#: destination unreachable, time exceeded, …): the kernel sends them, not the client
-ICMP_NOT_CONTACTS = frozenset({"0", "1", "2", "3", "4", "5", "11", "12", "14", "16", "18", "129"})
-
-
-def _destination(event: BpftraceEvent) -> str | None:
-    family = event.fields.get("family")
-    if event.kind == "datagram" and event.fields.get("proto") in ("1", "58"):
-        if event.fields.get("type") in ICMP_NOT_CONTACTS:
-            return None
-        return f"icmp:{event.fields.get('addr')}"
-    if family == "inet":
-        return f"{event.fields.get('addr')}:{event.fields.get('port')}"
-    if family == "inet6":
-        return f"[{event.fields.get('addr')}]:{event.fields.get('port')}"
-    if family == "unix":
-        # an abstract socket's name starts with NUL, so bpftrace prints it as ""
-        path = event.fields.get("path", "")
-        return f"unix:{path}" if path else "unix:@"
-    return None  # AF_UNSPEC (UDP disconnect), netlink ...: not a network destination
-
-
-#: events whose address is a destination the client contacted or tried to
-DESTINATION_EVENTS = frozenset({*CALLS.values(), "tcp-connect", "datagram"})
-
-
-@dataclass
-class InvocationTrace:
-    """The part of a session's output that belongs to one cgroup (one invocation)."""
-
-    #: final map values of this cgroup, verbatim: {"@hash_calls": "256", ...}; a map keyed
-    #: by more than the cgroup keeps the rest of its key: {"@uring_ops[SENDMSG]": "1"}
-    maps: dict[str, str] = field(default_factory=dict)
-    events: list[BpftraceEvent] = field(default_factory=list)
-    #: this cgroup's lines of the raw output, verbatim
-    lines: list[str] = field(default_factory=list)
-
-    @property
-    def destinations(self) -> list[str]:
-        found = {
-            d
-            for e in self.events
-            if e.kind in DESTINATION_EVENTS
-            for d in [_destination(e)]
-            if d is not None
-        }
-        return sorted(found)
-
-    def function_entries(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for e in self.events:
-            if e.kind in UPROBE_COUNTERS:
-                counts[e.kind] = counts.get(e.kind, 0) + 1
-        return counts
-
-    def counter(self, name: str) -> int | None:
-        raw = self.maps.get(name)
-        try:
-            return None if raw is None else int(raw)
-        except ValueError:
-            return None
-
-    def uring_ops(self) -> dict[str, int]:
-        ops: dict[str, int] = {}
-        for name, value in self.maps.items():
-            if name.startswith("@uring_ops[") and value.isdigit():
-                ops[name[len("@uring_ops[") : -1].strip()] = int(value)
-        return dict(sorted(ops.items()))
-
-    def undecodable(self) -> list[str]:
-        """Channels this trace saw used but cannot decode every destination of."""
-        reasons = [
-            f"io_uring {op}: an inet destination is seen by the kernel tracepoints, a "
-            "unix-domain one is not decoded"
-            for op in self.uring_ops()
-            if op in URING_NETWORK_OPS
-        ]
-        undecoded = self.counter("@undecoded") or 0
-        if undecoded:
-            reasons.append(f"sendmmsg: {undecoded} message address(es) after the first not decoded")
-        return reasons
-
-
-@dataclass
-class BpftraceTrace:
-    """What a session's ``bpftrace.txt`` says."""
-
-    #: (cgroup id, rest of the key or "", map name, value, the line verbatim)
-    map_rows: list[tuple[int | None, str, str, str, str]] = field(default_factory=list)
-    events: list[BpftraceEvent] = field(default_factory=list)
-    event_lines: list[str] = field(default_factory=list)
-    attached_probes: int | None = None
-    #: the BEGIN probe ran: every probe was attached
-    attached: bool = False
-    lost_events: int = 0
-    #: the END probe ran (its marker line is present), so the maps after it are final
-    complete: bool = False
-    unparsed_lines: int = 0
-    #: the lines that concern no cgroup in particular (attaching, markers, losses)
-    session_lines: list[str] = field(default_factory=list)
-
-    def for_cgroup(self, cgroup: int) -> InvocationTrace:
-        trace = InvocationTrace()
-        for event, line in zip(self.events, self.event_lines, strict=True):
-            if event.cgroup == cgroup:
-                trace.events.append(event)
-                trace.lines.append(line)
-        for cg, rest, name, value, line in self.map_rows:
-            if cg == cgroup:
-                trace.maps[f"{name}[{rest}]" if rest else name] = value
-                trace.lines.append(line)
-        return trace
-
-
-def parse_bpftrace(text: str) -> BpftraceTrace:
-    """Parse bpftrace's ``-o`` output: the "Attaching" line, the BEGIN marker, probe lines,
-    "Lost N events" warnings, the END marker and the map values printed after it."""
-    parsed = BpftraceTrace()
-    for line in text.splitlines():
-        line = line.rstrip()
-        if not line:
-            continue
-        if (m := _ATTACHING.match(line)) is not None:
-            parsed.attached_probes = int(m.group(1))
-            parsed.session_lines.append(line)
-        elif line == ATTACHED_MARKER:
-            parsed.attached = True
-            parsed.session_lines.append(line)
-        elif (m := _LOST.search(line)) is not None:
-            parsed.lost_events += int(m.group(1))
-            parsed.session_lines.append(line)
-        elif line == END_MARKER:
-            parsed.complete = True
-            parsed.session_lines.append(line)
-        elif parsed.complete and (m := _MAP.match(line)) is not None:
-            key = m.group("key") or ""
-            first, _, rest = key.partition(",")
-            cgroup = int(first) if first.strip().isdigit() else None
-            parsed.map_rows.append((cgroup, rest.strip(), m.group("name"), m.group("value"), line))
-        elif (event := _event(line)) is not None:
-            parsed.events.append(event)
-            parsed.event_lines.append(line)
-        else:
-            parsed.unparsed_lines += 1
-    return parsed
-
-
-def summarize(
-    trace: InvocationTrace,
-    session: BpftraceTrace,
-    counters: Sequence[str],
-    absent_symbols: Sequence[str],
-) -> dict[str, Any]:
-    """The ``observed.bpftrace`` record of one invocation.
-
-    ``counters`` are the maps the script defines; one that a complete session did not print
-    for this cgroup belongs to probes that attached and never fired for it: an observed 0.
-    A counter fed by a uprobe whose symbol the binary lacks is omitted (and its function
-    listed in ``absent_symbols``), never reported as 0; so is one the script does not define.
-    """
-    absent_maps = {UPROBE_COUNTERS[s] for s in absent_symbols if s in UPROBE_COUNTERS}
-    summary: dict[str, Any] = {}
-    unprinted: list[str] = []
-    for name, key in COUNTER_KEYS.items():
-        if name in absent_maps or name not in counters:
-            continue
-        value = trace.counter(name)
-        if value is None:
-            unprinted.append(name)
-        summary[key] = 0 if value is None else value
-    summary.update(
-        destinations=trace.destinations,
-        maps=dict(sorted(trace.maps.items())),
-        absent_symbols=sorted(absent_symbols),
-        unprinted_maps=unprinted,
-        function_entries=dict(sorted(trace.function_entries().items())),
-        uring_ops=trace.uring_ops(),
-        undecodable=trace.undecodable(),
-        attached_probes=session.attached_probes,
-        lost_events=session.lost_events,
-        # printf lines (destinations, entries) can be lost; the maps never are
-        events_complete=session.lost_events == 0,
-    )
-    return summary
 
 
 class BpftraceSession(SessionCollector):
@@ -469,7 +132,7 @@ class BpftraceSession(SessionCollector):
         deadline = time.monotonic() + self.ready_timeout_s
         while time.monotonic() < deadline:
             text = out.read_text(errors="replace") if out.exists() else ""
-            announced = _ATTACHING.search(text)
+            announced = ATTACHING.search(text)
             if announced is not None and attached_links(self._bg.pid) >= int(announced.group(1)):
                 # the last link may be opened but not yet enabled: a moment for its ioctl
                 time.sleep(0.05)

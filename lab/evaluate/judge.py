@@ -63,7 +63,7 @@ from lab.run.orchestrate import (
     setup,
     signing_key_paths,
 )
-from lab.run.runner import Plan
+from lab.run.plan import Plan
 from lab.sandbox import SandboxSettings
 
 CALIBRATION_SCENARIOS = ("false-success", "unexpected-egress")

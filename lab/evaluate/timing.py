@@ -21,7 +21,8 @@ from lab.evaluate.model import ClientTiming, Spread, Timing
 from lab.host import procs
 from lab.judge.aggregate import spread
 from lab.run import fixture
-from lab.run.receiver import Decoy, Receiver
+from lab.run.decoy import Decoy
+from lab.run.receiver import Receiver
 from lab.sandbox import Sandbox
 
 

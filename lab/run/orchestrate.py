@@ -30,7 +30,8 @@ from lab.model import PROCESS_COLLECTORS, ObserverStatus, RunResult, ScenarioRes
 from lab.run import scenario, shard
 from lab.run.fixture import sha256_file
 from lab.run.options import check_run_options
-from lab.run.runner import Plan, Runner
+from lab.run.plan import Plan
+from lab.run.runner import Runner
 from lab.sandbox import Sandbox, SandboxSettings
 from lab.schemas import validate_results
 

@@ -9,7 +9,9 @@ the judges). It formats nothing; presenters draw what it returns.
 A pass is one complete execution of a scenario (fresh state, fresh namespace, every
 invocation) under one tracer. Session collectors (bpftrace, the packet capture) attach once
 per pass; wrapping tracers (strace, perf) wrap each invocation. A client that times out
-costs one time-out: the remaining passes of that condition are skipped and say why.
+costs one time-out: the remaining passes of that condition are skipped and say why. The
+plan is ``lab.run.plan``; an invocation's command line, claim and records are built by
+``lab.run.invocation``.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -37,125 +38,27 @@ from lab.errors import ClientError, CollectorError, LabError
 from lab.host import procs
 from lab.host.clock import epoch_to_rfc3339, now_rfc3339
 from lab.model import (
-    ClientClaim,
     Invocation,
-    Lingering,
     ObserverStatus,
     Pass,
-    SandboxRecord,
     ScenarioResult,
 )
 from lab.run import backup_check, fixture, receiver
+from lab.run.decoy import Decoy
 from lab.run.hostcell import HostCell
+from lab.run.invocation import (
+    client_argv,
+    current_source_digest,
+    parse_claim,
+    record_output,
+    sandbox_record,
+)
+from lab.run.plan import Plan
 from lab.run.scenario import Scenario
 from lab.sandbox import Sandbox
-from lab.sandbox.output import MARKER_PREFIX
-from lab.sandbox.supervise import Outcome
 
 Progress = Callable[[str], None]
-#: client event lines kept in the model and the timeline: the first and the last this many
 EVENTS_KEPT = 100
-
-
-@dataclass
-class Plan:
-    scenarios: list[Scenario]
-    #: "none" first, then the process collectors to run, each in its own pass
-    passes: list[str]
-    packets: str  # "off" | "best-effort" | "required"
-    repetitions: int = 1
-    size: int = fixture.DEFAULT_SIZE
-    client: Path = Path("native/backup-client")
-    #: "seeded": pass --behavior from the scenario; "candidate": client contract v1 only
-    client_kind: str = "seeded"
-    timeout_s: float = 120.0
-    #: collectors that were asked for but cannot run, with the reason
-    unavailable: dict[str, str] = field(default_factory=dict)
-    seed: str = "lab"
-    #: run only these (scenario, repetition) units, in this order (a shard: lab.run.shard);
-    #: None runs every scenario × repetition
-    units: list[tuple[str, int]] | None = None
-
-
-def current_source_digest(p: Pass, index: int) -> str:
-    """The fixture digest invocation ``index`` saw (the latest change at or before it)."""
-    changes = [i for i in p.source_changes if i <= index]
-    return p.source_changes[max(changes)] if changes else p.source_sha256 or ""
-
-
-def client_argv(
-    plan: Plan, scenario: Scenario, client: Path, source: Path, addresses: dict[str, str]
-) -> list[str]:
-    argv = [str(client), "--source", str(source), "--receiver", addresses["receiver"]]
-    if plan.client_kind == "seeded" and scenario.behavior != "candidate":
-        argv += ["--behavior", scenario.behavior]
-        for arg in scenario.client_args:
-            for role, address in addresses.items():
-                arg = arg.replace("{" + role + "}", address)
-            argv.append(arg)
-    return argv
-
-
-def parse_claim(stdout: bytes, outcome: Outcome) -> ClientClaim:
-    """The client's own account: its JSON event lines and exit status (contract v1)."""
-    events: list[dict[str, Any]] = []
-    count = 0
-    unparsed = 0
-    last: dict[str, Any] | None = None
-    for raw in stdout.decode("utf-8", "replace").splitlines():
-        if not raw.strip() or raw.encode().startswith(MARKER_PREFIX):
-            continue
-        try:
-            obj = json.loads(raw)
-        except (json.JSONDecodeError, RecursionError):
-            unparsed += 1
-            last = None
-            continue
-        if not isinstance(obj, dict):
-            unparsed += 1
-            last = None
-            continue
-        count += 1
-        last = obj
-        if len(events) < 2 * EVENTS_KEPT:
-            events.append(obj)
-        else:
-            events[EVENTS_KEPT:] = [*events[EVENTS_KEPT + 1 :], obj]
-    completion = last if last is not None and last.get("event") == "complete" else None
-    said_ok = completion is not None and completion.get("status") == "ok"
-    status = outcome.exit_status
-    omitted = outcome.stdout.omitted_lines if outcome.stdout is not None else 0
-    return ClientClaim(
-        exit_status=status,
-        claimed_success=(status == 0) or said_ok,
-        completion=completion,
-        events=events,
-        unparsed_lines=unparsed,
-        timed_out=outcome.timed_out,
-        killed_by_signal=9 if outcome.timed_out else None,
-        wall_s=outcome.wall_s,
-        cpu_s=outcome.cpu_s,
-        event_count=count,
-        omitted_lines=omitted,
-    )
-
-
-def sandbox_record(outcome: Outcome, cell: Any, index: int) -> SandboxRecord:
-    group = cell.group(index)
-    return SandboxRecord(
-        enabled=group is not None,
-        cgroup=group.name if group is not None else None,
-        cgroup_id=group.id if group is not None else None,
-        main_pid=outcome.main_pid,
-        lingering=[Lingering(p.pid, p.comm, list(p.argv), p.age_s) for p in outcome.lingering],
-        lingering_count=outcome.lingering_count,
-        lingering_killed=outcome.lingering_killed,
-        contained=outcome.contained,
-        stats=dict(outcome.stats),
-        stdout=outcome.stdout.to_dict() if outcome.stdout is not None else {},
-        stderr=outcome.stderr.to_dict() if outcome.stderr is not None else {},
-        error=outcome.sandbox_error,
-    )
 
 
 class Runner:
@@ -312,7 +215,7 @@ class Runner:
             receiver.Receiver.serving(
                 cell.store, evidence / "receiver.jsonl", faults=scenario.faults, sock=rx_sock
             ) as rx,
-            receiver.Decoy.serving(evidence / "decoy.jsonl", sock=decoy_sock) as decoy,
+            Decoy.serving(evidence / "decoy.jsonl", sock=decoy_sock) as decoy,
         ):
             p = Pass(
                 collector=collector_name,
@@ -450,21 +353,11 @@ class Runner:
                 if out is None:
                     inv.missing[name] = f"{name} recorded nothing for invocation {inv.index}"
                     continue
-                self._record_output(inv, out)
+                record_output(inv, out)
                 if name == p.collector and out.error is not None:
                     # the pass's own tracer failed: its evidence of the pass is incomplete,
                     # so the pass is kept as evidence but not judged
                     p.error = p.error or f"{name} failed: {out.error}"
-
-    @staticmethod
-    def _record_output(inv: Invocation, out: CollectorOutput) -> None:
-        if out.artifacts:
-            inv.artifacts[out.name] = sorted(set(inv.artifacts.get(out.name, []) + out.artifacts))
-        if out.summary is not None and out.error is None:
-            inv.observed[out.name] = out.summary
-            inv.missing.pop(out.name, None)
-        else:
-            inv.missing[out.name] = out.error or f"{out.name} produced no summary"
 
     def run_invocation(
         self,
@@ -473,7 +366,7 @@ class Runner:
         tracer: ProcessCollector | None,
         window: Window,
         cell: Any,
-        endpoints: tuple[receiver.Receiver, receiver.Decoy],
+        endpoints: tuple[receiver.Receiver, Decoy],
         held: bool,
         labels: dict[str, Any],
     ) -> Invocation:
@@ -559,7 +452,7 @@ class Runner:
             ctx.relative(inv_dir / "client.stderr"),
         ]
         if tracer_out is not None:
-            self._record_output(inv, tracer_out)
+            record_output(inv, tracer_out)
         for name, why in self.plan.unavailable.items():
             inv.missing.setdefault(name, why)
         return inv

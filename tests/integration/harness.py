@@ -27,7 +27,8 @@ from lab.collectors.base import (
     Window,
 )
 from lab.host import procs
-from lab.run.receiver import Decoy, Receiver
+from lab.run.decoy import Decoy
+from lab.run.receiver import Receiver
 from lab.sandbox import PassCell, Sandbox
 from lab.sandbox.supervise import Outcome
 

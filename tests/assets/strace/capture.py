@@ -258,7 +258,8 @@ def capture_bpftrace(source: Path, program: Path, native: Path | None) -> dict[s
     import hashlib
 
     from lab.collectors.base import PassContext, Window
-    from lab.run.receiver import Decoy, Receiver
+    from lab.run.decoy import Decoy
+    from lab.run.receiver import Receiver
     from lab.sandbox import Sandbox
 
     records: dict[str, object] = {}

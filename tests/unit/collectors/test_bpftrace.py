@@ -14,18 +14,17 @@ import pytest
 
 from lab.collectors import bpftrace
 from lab.collectors.base import PassContext, Window
-from lab.collectors.bpftrace import (
-    COUNTER_KEYS,
+from lab.collectors.bpftrace import BpftraceSession
+from lab.collectors.bpftrace_parse import COUNTER_KEYS, parse_bpftrace, summarize
+from lab.collectors.bpftrace_script import (
     DEFAULT_SCRIPT,
-    BpftraceSession,
+    RenderedScript,
     cgroup_filter,
     check_attach_path,
     defined_counters,
     function_symbols,
-    parse_bpftrace,
     render_script,
     script_uprobes,
-    summarize,
     template_uprobes,
 )
 from lab.errors import CollectorError
@@ -268,7 +267,7 @@ def _stopped(
     shutil.copyfile(assets / "bpftrace" / f"{name}.txt", ctx.out_dir / "bpftrace.txt")
     session = BpftraceSession()
     session._ctx = ctx
-    session._rendered = bpftrace.RenderedScript(read(assets, "program.bt"), (), ())
+    session._rendered = RenderedScript(read(assets, "program.bt"), (), ())
 
     class Done:
         def stop(self) -> procs.Completed:

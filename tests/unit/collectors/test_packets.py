@@ -25,16 +25,13 @@ import dpkt
 import pytest
 
 from lab.collectors.base import PassContext, Window
-from lab.collectors.packets import (
+from lab.collectors.packets import PacketCapture, capture_filter, capture_wanted, parse_counters
+from lab.collectors.packets_pcap import (
     DLT_EN10MB,
     DLT_LINUX_SLL,
     DLT_LINUX_SLL2,
     DLT_NULL,
     Packet,
-    PacketCapture,
-    capture_filter,
-    capture_wanted,
-    parse_counters,
     read_pcap,
     summarize_packets,
     write_pcap,

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from lab.collectors import strace
-from lab.collectors.strace import (
-    StraceCollector,
+from lab.collectors import strace, strace_parse
+from lab.collectors.strace import StraceCollector
+from lab.collectors.strace_parse import (
     descriptor,
     destinations_in,
     is_socket,
@@ -33,7 +33,7 @@ def fixtures(assets: Path) -> dict[str, Any]:
     return loaded
 
 
-def parse(assets: Path, fixtures: dict[str, Any], name: str) -> strace.StraceSummary:
+def parse(assets: Path, fixtures: dict[str, Any], name: str) -> strace_parse.StraceSummary:
     text = (assets / "strace" / f"{name}.txt").read_text()
     return parse_strace(text, fixtures[name]["source"])
 
@@ -280,7 +280,7 @@ def test_summaries_match_the_results_schema(
 # -- the sandbox's own steps in the trace -----------------------------------------------------
 
 
-def sandboxed(assets: Path, fixtures: dict[str, Any]) -> strace.StraceSummary:
+def sandboxed(assets: Path, fixtures: dict[str, Any]) -> strace_parse.StraceSummary:
     name = "sandboxed_baseline_first"
     text = (assets / "strace" / f"{name}.txt").read_text()
     fx = fixtures[name]
@@ -307,8 +307,8 @@ def test_sandbox_steps_are_not_the_clients(assets: Path, fixtures: dict[str, Any
 
 
 def test_client_calls_follow_forks_after_the_client_exec() -> None:
-    def call(pid: int, name: str, ret: int, args: str = "") -> strace.Syscall:
-        return strace.Syscall(pid, 0.0, name, args, ret, None, None)
+    def call(pid: int, name: str, ret: int, args: str = "") -> strace_parse.Syscall:
+        return strace_parse.Syscall(pid, 0.0, name, args, ret, None, None)
 
     calls = [
         call(10, "execve", 0),  # the joining shell
@@ -322,12 +322,12 @@ def test_client_calls_follow_forks_after_the_client_exec() -> None:
         call(13, "connect", 0),
         call(99, "connect", 0),  # not a descendant
     ]
-    kept, processes = strace.client_calls(calls, 10, 3)
+    kept, processes = strace_parse.client_calls(calls, 10, 3)
     assert [(c.pid, c.name) for c in kept] == [
         (10, "execve"), (10, "clone"), (12, "clone"), (13, "connect")
     ]  # fmt: skip
     assert processes == 3
-    assert strace.client_calls(calls[:4], 10, 3) == ([], 0)  # the client never started
+    assert strace_parse.client_calls(calls[:4], 10, 3) == ([], 0)  # the client never started
 
 
 def test_umask_result_is_octal() -> None:

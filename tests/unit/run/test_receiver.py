@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lab.run.decoy import Decoy
 from lab.run.receiver import (
-    Decoy,
     Fault,
     Limits,
     Receiver,

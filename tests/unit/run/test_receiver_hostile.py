@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from lab.run.decoy import Decoy
 from lab.run.receiver import (
-    Decoy,
     Limits,
     Receiver,
     saved_backup,

@@ -1,0 +1,119 @@
+"""One invocation of the client, the parts that are not the running itself: its command line
+(contract v1, plus ``--behavior`` and the scenario's arguments for the seeded client), the
+fixture digest it saw, its own claim read from its stdout (JSON event lines, exit status),
+the sandbox's record of it, and a collector's output filed into the model. The runner
+(``lab.run.runner``) runs the invocation and calls these.
+
+    argv = client_argv(plan, scenario, cell.client, cell.source, {"receiver": rx.address,
+                                                                  "decoy": decoy.address})
+    claim = parse_claim(Path("inv1/client.stdout").read_bytes(), outcome)
+    claim.claimed_success, claim.completion       # exit 0 or a {"event": "complete", ...}
+    record_output(inv, tracer.collect(ctx, outcome.wrapper))   # observed or missing
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from lab.collectors.base import CollectorOutput
+from lab.model import ClientClaim, Invocation, Lingering, Pass, SandboxRecord
+from lab.run.plan import Plan
+from lab.run.scenario import Scenario
+from lab.sandbox.output import MARKER_PREFIX
+from lab.sandbox.supervise import Outcome
+
+#: client event lines kept in the model and the timeline: the first and the last this many
+EVENTS_KEPT = 100
+
+
+def current_source_digest(p: Pass, index: int) -> str:
+    """The fixture digest invocation ``index`` saw (the latest change at or before it)."""
+    changes = [i for i in p.source_changes if i <= index]
+    return p.source_changes[max(changes)] if changes else p.source_sha256 or ""
+
+
+def client_argv(
+    plan: Plan, scenario: Scenario, client: Path, source: Path, addresses: dict[str, str]
+) -> list[str]:
+    argv = [str(client), "--source", str(source), "--receiver", addresses["receiver"]]
+    if plan.client_kind == "seeded" and scenario.behavior != "candidate":
+        argv += ["--behavior", scenario.behavior]
+        for arg in scenario.client_args:
+            for role, address in addresses.items():
+                arg = arg.replace("{" + role + "}", address)
+            argv.append(arg)
+    return argv
+
+
+def parse_claim(stdout: bytes, outcome: Outcome) -> ClientClaim:
+    """The client's own account: its JSON event lines and exit status (contract v1)."""
+    events: list[dict[str, Any]] = []
+    count = 0
+    unparsed = 0
+    last: dict[str, Any] | None = None
+    for raw in stdout.decode("utf-8", "replace").splitlines():
+        if not raw.strip() or raw.encode().startswith(MARKER_PREFIX):
+            continue
+        try:
+            obj = json.loads(raw)
+        except (json.JSONDecodeError, RecursionError):
+            unparsed += 1
+            last = None
+            continue
+        if not isinstance(obj, dict):
+            unparsed += 1
+            last = None
+            continue
+        count += 1
+        last = obj
+        if len(events) < 2 * EVENTS_KEPT:
+            events.append(obj)
+        else:
+            events[EVENTS_KEPT:] = [*events[EVENTS_KEPT + 1 :], obj]
+    completion = last if last is not None and last.get("event") == "complete" else None
+    said_ok = completion is not None and completion.get("status") == "ok"
+    status = outcome.exit_status
+    omitted = outcome.stdout.omitted_lines if outcome.stdout is not None else 0
+    return ClientClaim(
+        exit_status=status,
+        claimed_success=(status == 0) or said_ok,
+        completion=completion,
+        events=events,
+        unparsed_lines=unparsed,
+        timed_out=outcome.timed_out,
+        killed_by_signal=9 if outcome.timed_out else None,
+        wall_s=outcome.wall_s,
+        cpu_s=outcome.cpu_s,
+        event_count=count,
+        omitted_lines=omitted,
+    )
+
+
+def sandbox_record(outcome: Outcome, cell: Any, index: int) -> SandboxRecord:
+    group = cell.group(index)
+    return SandboxRecord(
+        enabled=group is not None,
+        cgroup=group.name if group is not None else None,
+        cgroup_id=group.id if group is not None else None,
+        main_pid=outcome.main_pid,
+        lingering=[Lingering(p.pid, p.comm, list(p.argv), p.age_s) for p in outcome.lingering],
+        lingering_count=outcome.lingering_count,
+        lingering_killed=outcome.lingering_killed,
+        contained=outcome.contained,
+        stats=dict(outcome.stats),
+        stdout=outcome.stdout.to_dict() if outcome.stdout is not None else {},
+        stderr=outcome.stderr.to_dict() if outcome.stderr is not None else {},
+        error=outcome.sandbox_error,
+    )
+
+
+def record_output(inv: Invocation, out: CollectorOutput) -> None:
+    if out.artifacts:
+        inv.artifacts[out.name] = sorted(set(inv.artifacts.get(out.name, []) + out.artifacts))
+    if out.summary is not None and out.error is None:
+        inv.observed[out.name] = out.summary
+        inv.missing.pop(out.name, None)
+    else:
+        inv.missing[out.name] = out.error or f"{out.name} produced no summary"
