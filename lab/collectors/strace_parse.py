@@ -207,9 +207,12 @@ class StraceSummary:
     sandbox_syscalls: int = 0
     #: lines that are neither calls, resumptions, signals nor exits (kept count, not hidden)
     unparsed_lines: int = 0
+    #: the client's data calls whose descriptor strace printed bare, without ``-yy``'s path
+    #: (it could not read /proc/PID/fd: without CAP_SYS_PTRACE over the client's user)
+    undecoded_descriptors: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        row: dict[str, Any] = {
             "source_bytes_read": self.source_bytes_read,
             "source_reads": self.source_reads,
             "source_mmaps": self.source_mmaps,
@@ -224,6 +227,22 @@ class StraceSummary:
             "undecodable": list(self.undecodable),
             "sandbox_syscalls": self.sandbox_syscalls,
         }
+        if self.undecoded_descriptors:
+            # which file or socket a call used is unknown, so these are not zeros: absent
+            why = (
+                f"strace printed {self.undecoded_descriptors} of the client's descriptors "
+                "without their paths (it could not read /proc/PID/fd: the tracer lacks "
+                "CAP_SYS_PTRACE over the client's user), so the bytes per file and socket "
+                "were not observed"
+            )
+            for key in DESCRIPTOR_KEYS:
+                del row[key]
+            row["unobserved"] = dict.fromkeys(DESCRIPTOR_KEYS, why)
+        return row
+
+
+#: what needs ``-yy``'s decoded descriptors to be known at all
+DESCRIPTOR_KEYS = ("source_bytes_read", "source_reads", "source_mmaps", "sent_bytes")
 
 
 def _signal_number(name: str) -> int | None:
@@ -396,6 +415,8 @@ def parse_strace(
         args = split_args(call.args)
         moved = call.ret if call.ret is not None and call.ret > 0 else 0
         source, sink = _data_ends(call.name, args)
+        if _bare_descriptor(call.name, args):
+            summary.undecoded_descriptors += 1
         if source is not None and unescape(source) == source_path:
             summary.source_reads += 1
             summary.source_bytes_read += moved
@@ -421,6 +442,14 @@ def parse_strace(
             "system calls, so their destinations are not in the trace"
         ]
     return summary
+
+
+def _bare_descriptor(name: str, args: list[str]) -> bool:
+    """A data call whose first descriptor strace printed as a bare number (``read(3, …``)
+    where ``-yy`` prints ``read(3</path>, …``: the decoding failed, not the data."""
+    if name not in READ_CALLS and name not in WRITE_CALLS:
+        return False
+    return bool(args) and args[0].isdigit()
 
 
 def _data_ends(name: str, args: list[str]) -> tuple[str | None, str | None]:

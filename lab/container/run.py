@@ -46,6 +46,7 @@ COLLECTOR_CAPABILITIES: tuple[str, ...] = (
     "NET_ADMIN",  # ip netns: bring loopback up in each pass's network namespace
     "SYS_CHROOT",  # bwrap: chroot into the client's new root after pivot_root
     "SETPCAP",  # capsh: drop every capability from the client's bounding set
+    "SYS_PTRACE",  # strace -yy: read /proc/PID/fd of the client, which runs as lab-client
 )
 #: capabilities that Docker Engine before 20.10.?? / runc without them reject by name
 NEWER_CAPABILITIES = ("BPF", "PERFMON")

@@ -78,7 +78,8 @@ def _one(exp: Expectation, p: Pass, inv: Invocation, size: int, preload: str | N
             label,
             None,
             None,
-            f"{exp.observer} does not report '{exp.key}' for this client",
+            record.get("unobserved", {}).get(exp.key)
+            or f"{exp.observer} does not report '{exp.key}' for this client",
         )
     got = record[exp.key]
     met = _compare(exp.op, want, got)

@@ -306,6 +306,36 @@ def test_sandbox_steps_are_not_the_clients(assets: Path, fixtures: dict[str, Any
     assert whole.processes > s.processes
 
 
+def test_undecoded_descriptors_are_not_observed_rather_than_zero(
+    repo_root: Path, assets: Path, fixtures: dict[str, Any]
+) -> None:
+    # What strace prints when it cannot read the client's /proc/PID/fd (no CAP_SYS_PTRACE
+    # over lab-client): "read(3, ..." instead of "read(3</path>, ...". Bytes per file and
+    # socket are then unknown; reported as 0 they would read as "the client read nothing".
+    import re
+
+    import jsonschema
+
+    name = "sandboxed_baseline_first"
+    fx = fixtures[name]
+    text = (assets / "strace" / f"{name}.txt").read_text()
+    bare = re.sub(r"(\b(?:read|pread64|write|sendto|sendmsg)\()(\d+)<[^>]*>", r"\1\2", text)
+    assert bare != text
+    s = parse_strace(bare, fx["source"], client_pid=fx["client_pid"], execs_before_client=3)
+    assert s.undecoded_descriptors > 0
+    row = s.to_dict()
+    for key in strace_parse.DESCRIPTOR_KEYS:
+        assert key not in row
+        assert "CAP_SYS_PTRACE" in row["unobserved"][key]
+    # what needs no descriptor is still observed
+    assert row["connects"] == 2 and row["destinations"] == [f"127.0.0.1:{fx['receiver_port']}"]
+    schema = json.loads((repo_root / "lab" / "schemas" / "results.schema.json").read_text())
+    invocation = schema["properties"]["scenarios"]["items"]["properties"]["invocations"]
+    jsonschema.validate(row, invocation["items"]["properties"]["observed"]["properties"]["strace"])
+    # the decoded trace has none
+    assert sandboxed(assets, fixtures).undecoded_descriptors == 0
+
+
 def test_client_calls_follow_forks_after_the_client_exec() -> None:
     def call(pid: int, name: str, ret: int, args: str = "") -> strace_parse.Syscall:
         return strace_parse.Syscall(pid, 0.0, name, args, ret, None, None)

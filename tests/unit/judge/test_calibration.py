@@ -182,3 +182,14 @@ def test_an_observer_that_saw_only_some_invocations() -> None:
         (True, "why this matters"),
         (None, "strace could not attach"),
     ]
+
+
+def test_a_key_the_observer_says_it_could_not_observe_is_not_observed_with_its_reason() -> None:
+    why = "strace printed 3 of the client's descriptors without their paths"
+    (finding,) = calibration.evaluate(
+        scenario(expect("strace", "source_bytes_read", 1000)),
+        result(a_pass("strace", strace(1, connects=2, unobserved={"source_bytes_read": why}))),
+        size=SIZE,
+    )
+    assert finding.met is None and finding.observed is None
+    assert finding.reason == why
