@@ -39,11 +39,27 @@ def other_form_checks(
             embedded = PublicKey.parse(scan.metadata[PUBKEY], what=f"{top}/{PUBKEY}")
     except SigningError as exc:
         embedded_error = str(exc).removesuffix(".")
-    pem_check(report, scan, embedded, embedded_error)
+    if listed is not None and PUBKEY_PEM not in listed and PUBKEY_PEM not in scan.metadata:
+        report.add(PUBKEY_PEM, True, f"{PUBKEY_PEM} if SHA256SUMS lists it", EARLIER, None)
+    else:
+        pem_check(report, scan, embedded, embedded_error)
     if key is not None:
-        embedded_check(report, scan, key)
+        embedded_check(
+            report, scan, key, earlier=listed is not None and CHECKSUMS_GNU not in listed
+        )
     if listed is not None:
-        gnu_list_check(report, scan, listed)
+        if CHECKSUMS_GNU not in listed and CHECKSUMS_GNU not in scan.metadata:
+            report.add(
+                CHECKSUMS_GNU, True, f"{CHECKSUMS_GNU} if SHA256SUMS lists it", EARLIER, None
+            )
+        else:
+            gnu_list_check(report, scan, listed)
+
+
+#: what a check of a form says when an archive of an earlier lab version never had it: the
+#: signed SHA256SUMS does not list it (nor, for SHA256SUMS.signify, SHA256SUMS.gnu, written
+#: with it), so nothing was removed; a listed one that is missing fails the checksums
+EARLIER = "not in this archive, and not listed in the signed SHA256SUMS (an earlier lab version)"
 
 
 def pem_check(
@@ -78,12 +94,18 @@ def pem_check(
     )
 
 
-def embedded_check(report: VerifyReport, scan: Scan, key: PublicKey) -> None:
-    """SHA256SUMS.signify (what ``signify -C`` reads) is signed and embeds SHA256SUMS."""
+def embedded_check(
+    report: VerifyReport, scan: Scan, key: PublicKey, *, earlier: bool = False
+) -> None:
+    """SHA256SUMS.signify (what ``signify -C`` reads) is signed and embeds SHA256SUMS.
+    ``earlier``: the signed list shows an archive of a lab that wrote no such file."""
     top = report.run_id or "<top>"
     what = f"{top}/{CHECKSUMS_SIGNIFY}"
     expected = f"signify embedded signature by key {key.key_id} of exactly SHA256SUMS"
     data = scan.metadata.get(CHECKSUMS_SIGNIFY)
+    if data is None and earlier:
+        report.add(CHECKSUMS_SIGNIFY, True, expected, EARLIER, None)
+        return
     if data is None:
         why = f"{report.archive}: {what} is missing, so 'signify -C' cannot check the archive."
         report.add(CHECKSUMS_SIGNIFY, False, expected, "missing", why)

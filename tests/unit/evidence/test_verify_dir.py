@@ -176,3 +176,26 @@ def test_selftest_of_a_directory_is_one_sentence(
     assert main(["verify", str(unpacked), "--selftest"]) == 1
     _, err = capsys.readouterr()
     assert "--selftest tampers with copies of an archive file" in err
+
+
+def test_forms_an_earlier_lab_never_wrote_pass_only_when_the_signed_list_omits_them(
+    good: tuple[ArchiveInfo, Path],
+) -> None:
+    from lab.evidence.archive import PUBKEY_PEM
+    from lab.evidence.checks import VerifyReport
+    from lab.evidence.forms import EARLIER, other_form_checks
+    from lab.evidence.keys import PublicKey
+    from lab.evidence.scan import Scan
+
+    key = PublicKey.parse(good[1].read_bytes(), what="lab.pub")
+    earlier = VerifyReport(archive="old.tar.gz", run_id="run-0")
+    other_form_checks(earlier, Scan(), key, {"results.json": "0" * 64})
+    assert earlier.ok and {c.found for c in earlier.checks} == {EARLIER}
+    assert len(earlier.checks) == 3
+    # listed in the signed SHA256SUMS but gone: removed, so refused
+    removed = VerifyReport(archive="new.tar.gz", run_id="run-1")
+    listed = {"results.json": "0" * 64, CHECKSUMS_GNU: "1" * 64, PUBKEY_PEM: "2" * 64}
+    other_form_checks(removed, Scan(), key, listed)
+    assert not removed.ok
+    failed = {c.name for c in removed.checks if not c.passed}
+    assert failed == {PUBKEY_PEM, CHECKSUMS_GNU, CHECKSUMS_SIGNIFY}
