@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from lab.sandbox.cgroup import ProcessInfo
+
 
 @dataclass
 class VerifierCheck:
@@ -169,23 +171,9 @@ class ClientClaim:
         }
 
 
-@dataclass
-class Lingering:
-    """A process still in the invocation's cgroup when the client's main process exited."""
-
-    pid: int
-    comm: str
-    argv: list[str]
-    #: seconds it had been running when found
-    age_s: float | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "pid": self.pid,
-            "comm": self.comm,
-            "argv": list(self.argv),
-            "age_s": None if self.age_s is None else round(self.age_s, 3),
-        }
+#: A process still in the invocation's cgroup when the client's main process exited: the
+#: sandbox's own record of it (pid, comm, argv, age), kept as found.
+Lingering = ProcessInfo
 
 
 @dataclass

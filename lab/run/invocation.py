@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.collectors.base import CollectorOutput
-from lab.model import ClientClaim, Invocation, Lingering, Pass, SandboxRecord
+from lab.model import ClientClaim, Invocation, Pass, SandboxRecord
 from lab.run.plan import Plan
 from lab.run.scenario import Scenario
 from lab.sandbox.output import MARKER_PREFIX
@@ -98,7 +98,7 @@ def sandbox_record(outcome: Outcome, cell: Any, index: int) -> SandboxRecord:
         cgroup=group.name if group is not None else None,
         cgroup_id=group.id if group is not None else None,
         main_pid=outcome.main_pid,
-        lingering=[Lingering(p.pid, p.comm, list(p.argv), p.age_s) for p in outcome.lingering],
+        lingering=list(outcome.lingering),
         lingering_count=outcome.lingering_count,
         lingering_killed=outcome.lingering_killed,
         contained=outcome.contained,
