@@ -28,28 +28,15 @@ from pathlib import Path
 from typing import BinaryIO
 
 from lab.evidence.archive import (
-    CHECKSUMS,
-    CHECKSUMS_GNU,
-    CHECKSUMS_SIG,
-    CHECKSUMS_SIGNIFY,
-    PROVENANCE,
-    PUBKEY,
-    PUBKEY_PEM,
+    GENERATED,
 )
 
 MiB = 1 << 20
 GiB = 1 << 30
 CHUNK = MiB
-#: members whose content verification needs in memory
-METADATA = (
-    CHECKSUMS,
-    CHECKSUMS_GNU,
-    CHECKSUMS_SIG,
-    CHECKSUMS_SIGNIFY,
-    PUBKEY,
-    PUBKEY_PEM,
-    PROVENANCE,
-)
+#: members whose content verification needs in memory: every file the archive writer
+#: generates (the lists, signatures, keys and provenance)
+METADATA = GENERATED
 
 
 @dataclass(frozen=True, kw_only=True)
