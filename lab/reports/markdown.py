@@ -67,7 +67,7 @@ from lab.reports.scenario import (
     verifier_table,
 )
 from lab.reports.shards import has_shards, shard_statement, shards_table
-from lab.reports.table import NOT_OBSERVED, Table, fmt_seconds
+from lab.reports.table import NOT_OBSERVED, Table, fmt_seconds, sentence
 
 
 def render_markdown(run: RunResult, *, files: list[ArchivedFile] | None) -> str:
@@ -199,9 +199,9 @@ def _observers(run: RunResult) -> list[str]:
     lines = [
         "## Observers",
         "",
-        f"Collectors used: {collectors_used(run)}.",
+        sentence(f"Collectors used: {collectors_used(run)}"),
         "",
-        f"Unavailable: {collectors_unavailable(run)}.",
+        sentence(f"Unavailable: {collectors_unavailable(run)}"),
         "",
     ]
     return lines + _table(observer_table(run))
