@@ -147,7 +147,9 @@ def _story(run: RunResult, files: list[ArchivedFile] | None) -> list[Flowable]:
     story += [CondPageBreak(200), heading("Appendix A: identity of the run", 0)]
     story += pairs(identity_rows(run), label=165)
     story += [CondPageBreak(120), heading("Appendix B: archived files", 0)]
-    story += table_flow(files_table(files), [WIDTH * 0.38, WIDTH * 0.09, WIDTH * 0.53])
+    story += table_flow(
+        files_table(files, grouped=True), [WIDTH * 0.36, WIDTH * 0.11, WIDTH * 0.53]
+    )
     return story
 
 

@@ -114,9 +114,27 @@ def _body_lines(pdf: Path, page: int) -> list[str]:
     ]
 
 
+def _archive(run: RunResult) -> list[ArchivedFile]:
+    """The files a full run archives: every pass's records and every invocation's output."""
+    files = list(FILES)
+    for s in run.scenarios:
+        unit = f"{s.name}/r{s.repetition}"
+        files.append(ArchivedFile.of_bytes(f"{unit}/result.json", s.name.encode()))
+        for p in s.passes:
+            for name in ("receiver.jsonl", "decoy.jsonl"):
+                files.append(ArchivedFile.of_bytes(f"{unit}/{p.collector}/{name}", b"{}"))
+            for inv in p.invocations:
+                for name in ("client.stdout", "client.stderr", f"{p.collector}.txt", "x.pcap"):
+                    path = f"{unit}/{p.collector}/inv{inv.index}/{name}"
+                    files.append(ArchivedFile.of_bytes(path, path.encode()))
+    return files
+
+
 def test_every_page_renders_and_none_is_blank(sample_run: RunResult, tmp_path: Path) -> None:
     pdf = tmp_path / "report.pdf"
-    render_pdf(sample_run, pdf, files=FILES)
+    files = _archive(sample_run)
+    assert len(files) > 150
+    render_pdf(sample_run, pdf, files=files)
     pages = _pages(pdf)
     # a standard 8-scenario run with every observer reads in ten minutes (issue 15)
     assert len(sample_run.scenarios) + 2 <= pages <= 20
