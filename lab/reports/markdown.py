@@ -51,6 +51,7 @@ from lab.reports.run import (
     identity_rows,
     matrix_cell,
     observer_table,
+    run_name,
     run_status_statement,
     scenario_label,
     signing_statement,
@@ -137,7 +138,7 @@ def _pairs(rows: list[tuple[str, str]], header: tuple[str, str] = ("", "")) -> l
 
 def _heading(run: RunResult) -> list[str]:
     cal = run.calibration
-    lines = [f"# Execution Evidence Lab report: run {run.run_id}", ""]
+    lines = [f"# Execution Evidence Lab report: {run_name(run.run_id)}", ""]
     headline = evaluation_headline(run.evaluation)
     if headline is not None:
         lines += [f"**{headline}**", "", f"> {EVALUATION_EXIT_STATEMENT}", ""]

@@ -88,6 +88,7 @@ from lab.reports.run import (
     collectors_used,
     identity_rows,
     observer_table,
+    run_name,
     run_status_statement,
     scenario_label,
     signing_key_statement,
@@ -115,7 +116,7 @@ def render_pdf(run: RunResult, out: Path, *, files: list[ArchivedFile] | None) -
         rightMargin=MARGIN,
         topMargin=MARGIN + 4,
         bottomMargin=MARGIN + 4,
-        title=f"Execution Evidence Lab report: run {run.run_id}",
+        title=f"Execution Evidence Lab report: {run_name(run.run_id)}",
         author="Execution Evidence Lab",
         subject="Independent evidence for a backup client's claims",
         creator="lab.reports.pdf",
@@ -125,7 +126,7 @@ def render_pdf(run: RunResult, out: Path, *, files: list[ArchivedFile] | None) -
         invariant=1,
     )
     story = _story(run, files)
-    draw_footer = footer(run.run_id)
+    draw_footer = footer(run_name(run.run_id))
     with document_date(epoch_of(run.finished_at)):
         doc.build(story, onFirstPage=draw_footer, onLaterPages=draw_footer)
     out.write_bytes(buffer.getvalue())
@@ -157,7 +158,7 @@ def _verdict_page(run: RunResult) -> list[Flowable]:
     """Page 1: did the instrument see what it should, and what did each scenario do."""
     story: list[Flowable] = [
         Paragraph("Execution Evidence Lab report", STYLES["title"]),
-        para(f"Run {run.run_id}, {run.started_at} to {run.finished_at}", "body"),
+        para(f"{run.started_at} to {run.finished_at}: {run_name(run.run_id)}", "body"),
     ]
     headline = evaluation_headline(run.evaluation)
     if headline is not None:

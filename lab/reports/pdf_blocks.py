@@ -280,12 +280,12 @@ def document_date(epoch: int | None) -> Iterator[None]:
             os.environ["SOURCE_DATE_EPOCH"] = saved
 
 
-def footer(run_id: str) -> Callable[[Canvas, Any], None]:
+def footer(name: str) -> Callable[[Canvas, Any], None]:
     def draw(canvas: Canvas, doc: Any) -> None:
         canvas.saveState()
         canvas.setFont(SANS, 7)
         canvas.setFillColor(colors.HexColor("#555555"))
-        canvas.drawString(MARGIN, MARGIN - 2, f"Execution Evidence Lab - run {run_id}")
+        canvas.drawString(MARGIN, MARGIN - 2, f"Execution Evidence Lab - {name}")
         canvas.drawRightString(PAGE[0] - MARGIN, MARGIN - 2, f"page {doc.page}")
         canvas.restoreState()
 

@@ -128,6 +128,11 @@ def signing_statement(signing: Mapping[str, Any]) -> str | None:
     return None
 
 
+def run_name(run_id: str) -> str:
+    """ "run <id>", without saying "run" twice for the lab's own "run-…" ids."""
+    return run_id if run_id.startswith("run-") else f"run {run_id}"
+
+
 def clause_name(clause: str) -> str:
     """A clause's short name ("content" for C1), the words before its requirement."""
     return CLAUSE_TITLES[clause].split(":", 1)[0]

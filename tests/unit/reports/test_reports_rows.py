@@ -12,7 +12,7 @@ from lab.model import Calibration, RunResult
 from lab.reports import ArchivedFile
 from lab.reports.files import files_table
 from lab.reports.repetitions import repetition_wording
-from lab.reports.run import calibration_statement, identity_rows, signing_statement
+from lab.reports.run import calibration_statement, identity_rows, run_name, signing_statement
 from lab.reports.table import (
     fmt,
     fmt_ratio,
@@ -144,3 +144,8 @@ def test_a_sentence_ends_in_one_full_stop() -> None:
     assert sentence("Collectors used: none") == "Collectors used: none."
     assert phrase("tcpdump is missing (tcpdump). ") == "tcpdump is missing (tcpdump)"
     assert phrase("wait...") == "wait..."
+
+
+def test_a_run_is_named_once() -> None:
+    assert run_name("run-20261201T204817Z-51be30") == "run-20261201T204817Z-51be30"
+    assert run_name("campaign-1") == "run campaign-1"
