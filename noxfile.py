@@ -25,7 +25,8 @@ PYTHON = "3.11"
 #: path: a nox session may start before the lab's dependencies are installed)
 TOOLS = runpy.run_path(str(Path(__file__).resolve().parent / "lab" / "host" / "tools.py"))
 HOST_TOOLS: dict[str, str] = TOOLS["host_tools"]()
-HEADERS: dict[str, str] = TOOLS["HEADER_PACKAGES"]
+#: files a package provides (compiler headers, the PDF report's fonts)
+HEADERS: dict[str, str] = {**TOOLS["HEADER_PACKAGES"], **TOOLS["FONT_PACKAGES"]}
 
 
 def host_packages(session: nox.Session) -> None:

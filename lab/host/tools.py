@@ -60,6 +60,17 @@ HEADER_PACKAGES: dict[str, str] = {
     "/usr/include/stdio.h": "libc6-dev",
 }
 
+#: font file -> the Debian package that provides it (the PDF report embeds these TrueType
+#: fonts; ``lab.reports.fonts`` reads them from here)
+FONT_DIR = "/usr/share/fonts/truetype/dejavu"
+FONT_PACKAGES: dict[str, str] = {
+    f"{FONT_DIR}/DejaVuSans.ttf": "fonts-dejavu-core",
+    f"{FONT_DIR}/DejaVuSans-Bold.ttf": "fonts-dejavu-core",
+    f"{FONT_DIR}/DejaVuSans-Oblique.ttf": "fonts-dejavu-core",
+    f"{FONT_DIR}/DejaVuSans-BoldOblique.ttf": "fonts-dejavu-core",
+    f"{FONT_DIR}/DejaVuSansMono.ttf": "fonts-dejavu-core",
+}
+
 #: packages with no command of their own to look for (the debootstrap base fetches over TLS)
 OTHER_PACKAGES: tuple[str, ...] = ("ca-certificates",)
 
@@ -77,7 +88,12 @@ def host_tools() -> dict[str, str]:
 def all_packages() -> list[str]:
     """Every package a full test machine needs (``.ci/run`` installs exactly these)."""
     return sorted(
-        {*TOOL_PACKAGES.values(), *HEADER_PACKAGES.values(), *OTHER_PACKAGES},
+        {
+            *TOOL_PACKAGES.values(),
+            *HEADER_PACKAGES.values(),
+            *FONT_PACKAGES.values(),
+            *OTHER_PACKAGES,
+        },
     )
 
 

@@ -21,12 +21,14 @@ from reportlab.lib import colors
 from reportlab.pdfbase.pdfmetrics import stringWidth
 
 from lab.model import PROCESS_COLLECTORS, Overhead, RunResult, ScenarioResult
+from lab.reports import fonts
+from lab.reports.symbols import SymbolBar, symbol_bars
 
 Unit = Literal["bytes", "count", "ratio", "pct"]
 
-FONT = "Helvetica"
-BOLD = "Helvetica-Bold"
-ITALIC = "Helvetica-Oblique"
+FONT = fonts.SANS
+BOLD = fonts.BOLD
+ITALIC = fonts.ITALIC
 
 #: Colour-blind-safe palette (Okabe & Ito), one colour per series in order.
 PALETTE: tuple[str, ...] = (
@@ -61,6 +63,8 @@ class BarChart:
     #: one or two sentences printed under the chart: where the figures come from
     caption: str = ""
     notes: list[str] = field(default_factory=list)
+    #: the first this many categories are drawn in bold (the client's own functions)
+    bold_categories: int = 0
 
 
 # --------------------------------------------------------------------------- what to plot
@@ -237,57 +241,74 @@ def overhead_charts(run: RunResult) -> list[BarChart]:
     return charts
 
 
-def perf_symbols_chart(scenario: ScenarioResult, label: str, limit: int = 6) -> BarChart | None:
-    """CPU samples by symbol (inclusive and self %) for each invocation perf observed."""
-    rows = scenario.merged_invocations()
-    symbols: list[str] = []
-    weights: dict[tuple[int, str], tuple[float | None, float | None]] = {}
+def perf_symbols_chart(
+    scenario: ScenarioResult, label: str, client: str | None = None, limit: int = 8
+) -> BarChart | None:
+    """CPU samples by symbol (inclusive and self %) for each invocation perf observed: the
+    client's own functions first, unresolved addresses folded per DSO (:func:`symbol_bars`),
+    at most ``limit`` rows."""
     indices: list[int] = []
-    for row in rows:
+    bars: dict[str, SymbolBar] = {}
+    weights: dict[tuple[int, str], tuple[float | None, float | None]] = {}
+    for row in scenario.merged_invocations():
         perf = row["observed"].get("perf")
         if not perf or not isinstance(perf.get("top_symbols"), list):
             continue
-        indices.append(int(row["index"]))
-        for sym in perf["top_symbols"][:limit]:
-            name = str(sym.get("symbol", "?"))
-            if name not in symbols:
-                symbols.append(name)
-            weights[(int(row["index"]), name)] = (
-                _num(sym.get("inclusive_pct")),
-                _num(sym.get("self_pct")),
-            )
-    if not symbols:
+        index = int(row["index"])
+        indices.append(index)
+        for bar in symbol_bars(perf, client):
+            bars.setdefault(bar.label, bar)
+            weights[(index, bar.label)] = (bar.inclusive_pct, bar.self_pct)
+    if not bars:
         return None
+
+    def rank(bar: SymbolBar) -> tuple[int, float, str]:
+        group = 0 if bar.own and not bar.unresolved else (2 if bar.unresolved else 1)
+        best = max((weights.get((i, bar.label), (None, None))[0] or 0.0) for i in indices)
+        return (group, -best, bar.label)
+
+    ordered = sorted(bars.values(), key=rank)
+    # every folded "[unresolved] <dso>" row stays (one per object: the point of folding);
+    # the client's own functions come first, other symbols fill what is left
+    own = [b for b in ordered if rank(b)[0] == 0][:limit]
+    folded = [b for b in ordered if b.unresolved]
+    room = max(0, limit - len(own) - len(folded))
+    shown = own + [b for b in ordered if rank(b)[0] == 1][:room] + folded
     series: list[Series] = []
     for n, i in enumerate(indices):
         series.append(Series(f"invocation {i} inclusive", PALETTE[(2 * n) % len(PALETTE)]))
         series.append(Series(f"invocation {i} self", PALETTE[(2 * n + 1) % len(PALETTE)]))
     values: list[list[float | None]] = []
-    for name in symbols:
+    for bar in shown:
         row_values: list[float | None] = []
         for i in indices:
-            inclusive, self_pct = weights.get((i, name), (None, None))
+            inclusive, self_pct = weights.get((i, bar.label), (None, None))
             row_values += [inclusive, self_pct]
         values.append(row_values)
+    notes = []
+    if len(ordered) > len(shown):
+        notes.append(
+            f"{len(ordered) - len(shown)} further row(s) of smaller weight are in report.md "
+            "(CPU samples by symbol)."
+        )
     return BarChart(
         title=f"CPU samples by symbol: {label}",
         axis_label="share of samples (%)",
-        categories=symbols,
+        categories=[b.label for b in shown],
         series=series,
         values=values,
         unit="pct",
+        bold_categories=sum(1 for b in shown if b.own and not b.unresolved),
         caption=(
-            "Inclusive: samples in the symbol or in functions it called; self: samples in the "
-            "symbol itself. 'not observed': the symbol was not among that invocation's top "
-            "symbols."
+            "The client's own functions first (bold), then other symbols with their object, "
+            "then '[unresolved] object': the addresses perf could not name in that object, "
+            "folded (self: their sum; inclusive: the largest, as their call chains overlap). "
+            "Inclusive: samples in the symbol or in what it called; self: in the symbol "
+            "itself. 'not observed': not among that invocation's top symbols. One chart per "
+            "scenario, its first repetition."
         ),
+        notes=notes,
     )
-
-
-def _num(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
 
 
 # --------------------------------------------------------------------------- how to draw
@@ -369,14 +390,15 @@ class _Scale:
 
 def draw(chart: BarChart, width: float) -> Drawing:
     """Lay out and draw ``chart`` ``width`` points wide; the height follows the content."""
+    fonts.register()
     n_series = max(1, len(chart.series))
     bar_h = 8.0 if n_series <= 2 else 6.0
     group_gap = 7.0
     group_h = n_series * bar_h + group_gap
 
     label_w = min(
-        width * 0.32,
-        max((stringWidth(c, FONT, LABEL_SIZE) for c in chart.categories), default=20) + 12,
+        width * 0.4,
+        max((stringWidth(c, BOLD, LABEL_SIZE) for c in chart.categories), default=20) + 12,
     )
     value_labels = [
         value_text(v, chart.unit) for row in chart.values for v in row if v is not None
@@ -399,7 +421,7 @@ def draw(chart: BarChart, width: float) -> Drawing:
     plot_h = len(chart.categories) * group_h
     axis_h = 26.0
     height = title_h + legend_h + plot_h + axis_h
-    d = Drawing(width, height)
+    d = Drawing(width, height, initialFontName=FONT)
 
     y = height - 11
     d.add(String(0, y, chart.title, fontName=BOLD, fontSize=9))
@@ -467,12 +489,13 @@ def draw(chart: BarChart, width: float) -> Drawing:
     for c, category in enumerate(chart.categories):
         top = plot_top - c * group_h - group_gap / 2
         mid = top - n_series * bar_h / 2
+        font = BOLD if c < chart.bold_categories else FONT
         d.add(
             String(
                 x0 - 5,
                 mid - 2.5,
-                _fit(category, FONT, LABEL_SIZE, label_w - 8),
-                fontName=FONT,
+                _fit(category, font, LABEL_SIZE, label_w - 8),
+                fontName=font,
                 fontSize=LABEL_SIZE,
                 textAnchor="end",
             )

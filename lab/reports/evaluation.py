@@ -20,6 +20,7 @@ from lab.reports.table import (
     fmt_ratio,
     fmt_seconds,
     fmt_spread,
+    sentence,
 )
 
 EVALUATION_EXIT_STATEMENT = (
@@ -71,7 +72,7 @@ def evaluation_refusal(evaluation: Evaluation) -> str | None:
     if evaluation.status != "refused":
         return None
     why = evaluation.status_reason or "no reason recorded"
-    return f"The lab refused to judge this candidate: {why}."
+    return sentence(f"The lab refused to judge this candidate: {why}")
 
 
 def evaluation_identity(evaluation: Evaluation) -> list[tuple[str, str]]:
@@ -177,7 +178,7 @@ def evaluation_timing_table(evaluation: Evaluation) -> Table | None:
         f"Untraced runs, {fmt(timing.rounds)} rounds, clients alternated. "
         "Ratio = candidate median / baseline median; below 1.00x the candidate is faster; "
         "N/A where undefined.",
-        f"Method: {fmt(timing.method)}.",
+        sentence(f"Method: {fmt(timing.method)}"),
         _floor_note(timing),
     ]
     if exits:

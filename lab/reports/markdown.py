@@ -51,6 +51,7 @@ from lab.reports.run import (
     identity_rows,
     matrix_cell,
     observer_table,
+    run_name,
     run_status_statement,
     scenario_label,
     signing_statement,
@@ -67,7 +68,7 @@ from lab.reports.scenario import (
     verifier_table,
 )
 from lab.reports.shards import has_shards, shard_statement, shards_table
-from lab.reports.table import NOT_OBSERVED, Table, fmt_seconds
+from lab.reports.table import NOT_OBSERVED, Table, fmt_seconds, sentence
 
 
 def render_markdown(run: RunResult, *, files: list[ArchivedFile] | None) -> str:
@@ -137,7 +138,7 @@ def _pairs(rows: list[tuple[str, str]], header: tuple[str, str] = ("", "")) -> l
 
 def _heading(run: RunResult) -> list[str]:
     cal = run.calibration
-    lines = [f"# Execution Evidence Lab report: run {run.run_id}", ""]
+    lines = [f"# Execution Evidence Lab report: {run_name(run.run_id)}", ""]
     headline = evaluation_headline(run.evaluation)
     if headline is not None:
         lines += [f"**{headline}**", "", f"> {EVALUATION_EXIT_STATEMENT}", ""]
@@ -199,9 +200,9 @@ def _observers(run: RunResult) -> list[str]:
     lines = [
         "## Observers",
         "",
-        f"Collectors used: {collectors_used(run)}.",
+        sentence(f"Collectors used: {collectors_used(run)}"),
         "",
-        f"Unavailable: {collectors_unavailable(run)}.",
+        sentence(f"Unavailable: {collectors_unavailable(run)}"),
         "",
     ]
     return lines + _table(observer_table(run))

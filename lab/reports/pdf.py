@@ -1,6 +1,12 @@
-"""The PDF report: the same content as ``report.md``, with a colour-coded verdict matrix and
-charts drawn from the data. Byte-for-byte reproducible for the same input: reportlab runs in
-invariant mode and the document date (and the /ID it seeds) is the run's ``finished_at``.
+"""The PDF report: a reader's digest of the content of ``report.md``, drawn from the same
+rows. Page 1 is the verdict: the calibration score, the colour-coded verdict matrix, the
+signing key id and what the exit status means. Then the observers, the charts, each
+scenario's verdicts, findings and passes, the limits, and in appendices the run's identity
+and environment and the archived files. The per-invocation records (client claim, receiver,
+decoy, verifier, each observer's summary) are in ``report.md`` only, so that a standard run
+reads in ten minutes. Byte-for-byte reproducible for the same input: reportlab runs in
+invariant mode, the fonts are embedded subsets with numbered names, and the document date
+(and the /ID it seeds) is the run's ``finished_at``.
 
     from lab.reports.pdf import render_pdf
     render_pdf(run, run_dir / "report.pdf", files=files)
@@ -30,7 +36,7 @@ from reportlab.platypus import (
 
 from lab.evaluate.model import Evaluation
 from lab.model import CLAUSE_TITLES, CLAUSES, RunResult, ScenarioResult, Verdict
-from lab.reports import ArchivedFile, charts
+from lab.reports import ArchivedFile, charts, fonts
 from lab.reports.evaluation import (
     EVALUATION_EXIT_STATEMENT,
     evaluation_clause_table,
@@ -43,16 +49,9 @@ from lab.reports.evaluation import (
     evaluation_timing_table,
 )
 from lab.reports.files import files_table
-from lab.reports.observers import (
-    flows_table,
-    observed_any,
-    observer_names,
-    observer_summary_table,
-    probe_maps,
-    top_symbols_table,
-    unobserved_table,
-)
+from lab.reports.observers import unobserved_table
 from lab.reports.pdf_blocks import (
+    CELL_FONT,
     GRID,
     HEADER_FILL,
     MARGIN,
@@ -71,7 +70,6 @@ from lab.reports.pdf_blocks import (
     pairs,
     para,
     table_flow,
-    verbatim,
 )
 from lab.reports.repetitions import (
     SINGLE_RUN_STATEMENT,
@@ -85,31 +83,31 @@ from lab.reports.run import (
     GENERAL_LIMITS,
     OBSERVER_LIMITS,
     calibration_statement,
+    clause_name,
     collectors_unavailable,
     collectors_used,
     identity_rows,
     observer_table,
+    run_name,
     run_status_statement,
     scenario_label,
+    signing_key_statement,
     signing_statement,
 )
 from lab.reports.scenario import (
-    client_table,
-    decoy_table,
     findings_table,
     overhead_table,
     pass_table,
-    receiver_table,
-    records_note,
+    records_elsewhere,
     verdict_table,
-    verifier_table,
 )
 from lab.reports.shards import has_shards, shard_statement, shards_table
-from lab.reports.table import NOT_RECORDED, fmt_seconds
+from lab.reports.table import NOT_RECORDED, fmt_seconds, sentence
 
 
 def render_pdf(run: RunResult, out: Path, *, files: list[ArchivedFile] | None) -> None:
     """Write the PDF report of ``run`` to ``out`` (the same bytes for the same input)."""
+    fonts.register()
     buffer = io.BytesIO()
     doc = Document(
         buffer,
@@ -118,53 +116,71 @@ def render_pdf(run: RunResult, out: Path, *, files: list[ArchivedFile] | None) -
         rightMargin=MARGIN,
         topMargin=MARGIN + 4,
         bottomMargin=MARGIN + 4,
-        title=f"Execution Evidence Lab report: run {run.run_id}",
+        title=f"Execution Evidence Lab report: {run_name(run.run_id)}",
         author="Execution Evidence Lab",
         subject="Independent evidence for a backup client's claims",
         creator="lab.reports.pdf",
+        lang="en",
+        initialFontName=fonts.SANS,
+        displayDocTitle=1,
         invariant=1,
     )
     story = _story(run, files)
-    draw_footer = footer(run.run_id)
+    draw_footer = footer(run_name(run.run_id))
     with document_date(epoch_of(run.finished_at)):
         doc.build(story, onFirstPage=draw_footer, onLaterPages=draw_footer)
     out.write_bytes(buffer.getvalue())
 
 
 def _story(run: RunResult, files: list[ArchivedFile] | None) -> list[Flowable]:
-    story: list[Flowable] = [
-        Paragraph("Execution Evidence Lab report", STYLES["title"]),
-        para(f"Run {run.run_id}, {run.started_at} to {run.finished_at}", "body"),
-    ]
-    headline = evaluation_headline(run.evaluation)
-    if headline is not None:
-        story += [para(headline, "strong"), para(EVALUATION_EXIT_STATEMENT, "box")]
-    story += [
-        para(f"Calibration: {calibration_statement(run.calibration)}.", "strong"),
-        para(run_status_statement(run), "body"),
-        para(EXIT_STATUS_STATEMENT, "box"),
-    ]
-    story.append(heading("Identity of the run", 0))
-    story += pairs(identity_rows(run))
-    statement = signing_statement(run.signing)
-    if statement:
-        story.append(para(statement, "box"))
+    story = _verdict_page(run)
     story.append(PageBreak())
-    story += _matrix(run)
+    story += _contract()
     story += _observers(run)
-    story.append(PageBreak())
     story += _figures(run)
     story += _repetitions(run)
     story += _shards(run)
     if run.evaluation is not None:
         story += _evaluation(run.evaluation)
     for scenario in run.scenarios:
-        story.append(PageBreak())
         story += _scenario(run, scenario)
-    story.append(PageBreak())
     story += _limits()
-    story.append(heading("Archived files", 0))
-    story += table_flow(files_table(files), [WIDTH * 0.38, WIDTH * 0.09, WIDTH * 0.53])
+    story += [CondPageBreak(200), heading("Appendix A: identity of the run", 0)]
+    story += pairs(identity_rows(run), label=165)
+    story += [CondPageBreak(120), heading("Appendix B: archived files", 0)]
+    story += table_flow(
+        files_table(files, grouped=True), [WIDTH * 0.36, WIDTH * 0.11, WIDTH * 0.53]
+    )
+    return story
+
+
+def _verdict_page(run: RunResult) -> list[Flowable]:
+    """Page 1: did the instrument see what it should, and what did each scenario do."""
+    story: list[Flowable] = [
+        Paragraph("Execution Evidence Lab report", STYLES["title"]),
+        para(f"{run.started_at} to {run.finished_at}: {run_name(run.run_id)}", "body"),
+    ]
+    headline = evaluation_headline(run.evaluation)
+    if headline is not None:
+        story += [para(headline, "strong"), para(EVALUATION_EXIT_STATEMENT, "box")]
+    story += [
+        para(f"Calibration score: {calibration_statement(run.calibration)}.", "strong"),
+        para(run_status_statement(run), "body"),
+    ]
+    story += _matrix(run)
+    story.append(para(signing_key_statement(run.signing), "strong"))
+    statement = signing_statement(run.signing)
+    if statement:
+        story.append(para(statement, "body"))
+    story.append(para(EXIT_STATUS_STATEMENT, "box"))
+    story.append(
+        para(
+            "The run's identity and environment (commit, image, kernel, tools, options) are "
+            "in Appendix A; every file of the archive with its SHA-256 in Appendix B; each "
+            "invocation's records in report.md.",
+            "note",
+        )
+    )
     return story
 
 
@@ -174,11 +190,13 @@ def _matrix_cell(verdict: Verdict | None) -> Paragraph:
     if verdict.expected is None:
         second = "no expectation"
     elif verdict.agrees is False:
-        second = f"MISMATCH: expected {verdict.expected}"
+        second = f"<b>MISMATCH</b>: expected {escape(verdict.expected)}"
+    elif verdict.agrees:
+        second = "as expected"
     else:
-        second = f"expected {verdict.expected}"
+        second = f"expected {escape(verdict.expected)}"
     return Paragraph(
-        f"<b>{escape(verdict.observed)}</b><br/><font size=6>{escape(second)}</font>",
+        f"<font size=6.6><b>{escape(verdict.observed)}</b></font><br/><font size=6>{second}</font>",
         STYLES["cell"],
     )
 
@@ -187,18 +205,27 @@ def _matrix(run: RunResult) -> list[Flowable]:
     flow: list[Flowable] = [
         heading("Verdict matrix", 0),
         para(
-            "Rows are scenarios, columns the contract clauses. Each cell shows the observed "
-            "outcome and the scenario file's expectation. Green: pass; red: fail; amber: "
-            "not observed (the evidence needed was unavailable; never counted as a pass, a "
-            "fail or a zero). A thick red frame marks an observation that disagrees with its "
-            "expectation.",
+            "Rows are scenarios, columns the contract clauses (C1-C6, overleaf). Each cell: "
+            "the observed outcome, and whether the scenario file expected it. Not observed "
+            "means the evidence needed was unavailable: never counted as a pass, a fail or a "
+            "zero. A thick red frame marks an observation that disagrees with its expectation.",
             "body",
         ),
     ]
-    header = ["scenario", *CLAUSES, "calibration"]
-    label_w, cal_w = 92.0, 72.0
+    label_w, cal_w = 88.0, 62.0
     clause_w = (WIDTH - label_w - cal_w) / len(CLAUSES)
-    data: list[list[Flowable]] = [[para(h, "cellhead") for h in header]]
+    data: list[list[Flowable]] = [
+        [
+            para("scenario", "cellhead"),
+            *(
+                Paragraph(
+                    f"<b>{c}</b><br/><font size=6>{escape(clause_name(c))}</font>", STYLES["cell"]
+                )
+                for c in CLAUSES
+            ),
+            para("calibration", "cellhead"),
+        ]
+    ]
     extra: list[tuple[Any, ...]] = []
     for r, s in enumerate(run.scenarios, start=1):
         cal = s.calibration
@@ -217,18 +244,22 @@ def _matrix(run: RunResult) -> list[Flowable]:
                 )
                 if verdict.agrees is False:
                     extra.append(("BOX", (c_index, r), (c_index, r), 2.0, MISMATCH_EDGE))
+        counts = (
+            f"{cal.met}/{cal.total} met<br/>{cal.not_met} not met<br/>"
+            f"{cal.not_observed} not observed"
+        )
         row.append(
-            para(
-                f"{cal.met}/{cal.total} met, {cal.not_met} not met, {cal.not_observed} not observed"
+            Paragraph(
+                f"<font size=6.5>{counts}</font>",
+                STYLES["strongcell" if cal.not_met else "cell"],
             )
         )
-        if cal.not_met:
-            extra.append(("TEXTCOLOR", (-1, r), (-1, r), MISMATCH_EDGE))
         data.append(row)
     table = Table(data, colWidths=[label_w] + [clause_w] * len(CLAUSES) + [cal_w], repeatRows=1)
     table.setStyle(
         TableStyle(
             [
+                CELL_FONT,
                 ("BACKGROUND", (0, 0), (-1, 0), HEADER_FILL),
                 ("GRID", (0, 0), (-1, -1), 0.4, GRID),
                 ("VALIGN", (0, 0), (-1, -1), "MIDDLE"),
@@ -240,9 +271,12 @@ def _matrix(run: RunResult) -> list[Flowable]:
             ]
         )
     )
-    flow += [table, Spacer(1, 5), _legend(), Spacer(1, 5)]
-    flow.append(para(f"Calibration score: {calibration_statement(run.calibration)}.", "strong"))
-    flow += (
+    return [*flow, table, Spacer(1, 5), _legend(), Spacer(1, 5)]
+
+
+def _contract() -> list[Flowable]:
+    return [
+        heading("The contract", 0),
         grid(
             ["clause", "requirement"],
             [[c, CLAUSE_TITLES[c]] for c in CLAUSES],
@@ -250,8 +284,7 @@ def _matrix(run: RunResult) -> list[Flowable]:
             first_column_bold=True,
         ),
         Spacer(1, 6),
-    )
-    return flow
+    ]
 
 
 def _legend() -> Table:
@@ -266,6 +299,7 @@ def _legend() -> Table:
     table.setStyle(
         TableStyle(
             [
+                CELL_FONT,
                 ("BACKGROUND", (0, 0), (0, 0), OUTCOME_FILL["pass"]),
                 ("BACKGROUND", (1, 0), (1, 0), OUTCOME_FILL["fail"]),
                 ("BACKGROUND", (2, 0), (2, 0), OUTCOME_FILL["not-observed"]),
@@ -284,54 +318,71 @@ def _legend() -> Table:
 def _observers(run: RunResult) -> list[Flowable]:
     flow: list[Flowable] = [
         heading("Observers", 0),
-        para(f"Collectors used: {collectors_used(run)}.", "body"),
-        para(f"Unavailable: {collectors_unavailable(run)}.", "body"),
+        para(sentence(f"Collectors used: {collectors_used(run)}"), "body"),
+        para(sentence(f"Unavailable: {collectors_unavailable(run)}"), "body"),
     ]
     flow += table_flow(observer_table(run), [55, 65, 150, WIDTH - 270])
     return flow
 
 
-def _chart(chart: charts.BarChart) -> Flowable:
-    parts: list[Flowable] = [charts.draw(chart, WIDTH), Spacer(1, 3), para(chart.caption, "note")]
+def _chart(chart: charts.BarChart, *, caption: bool = True) -> list[Flowable]:
+    """A chart and its caption and notes, as one group to keep on one page."""
+    parts: list[Flowable] = [charts.draw(chart, WIDTH), Spacer(1, 3)]
+    if caption:
+        parts.append(para(chart.caption, "note"))
     parts += [para(note, "note") for note in chart.notes]
     parts.append(Spacer(1, 8))
-    return KeepTogether(parts)
+    return parts
 
 
 def _figures(run: RunResult) -> list[Flowable]:
-    flow: list[Flowable] = [heading("Figures", 0)]
+    groups: list[list[Flowable]] = []
     source = charts.source_bytes_chart(run)
-    flow.append(
+    groups.append(
         _chart(source)
         if source
-        else para(
-            "Logical source bytes read: not observed (strace observed no invocation).", "body"
-        )
+        else [
+            para("Logical source bytes read: not observed (strace observed no invocation).", "body")
+        ]
     )
     for chart in (charts.connections_chart(run), charts.payload_chart(run)):
         if chart is not None:
-            flow.append(_chart(chart))
+            groups.append(_chart(chart))
     overhead = charts.overhead_charts(run)
     if not overhead:
-        flow.append(
-            para(
-                "Tracing overhead: not observed (no scenario has both an untraced and "
-                "a traced pass).",
-                "body",
-            )
+        groups.append(
+            [
+                para(
+                    "Tracing overhead: not observed (no scenario has both an untraced and "
+                    "a traced pass).",
+                    "body",
+                )
+            ]
         )
-    flow += [_chart(c) for c in overhead]
-    any_perf = False
-    for s in charts.first_repetitions(run):
-        chart = charts.perf_symbols_chart(s, s.name)
-        if chart is not None:
-            flow.append(_chart(chart))
-            any_perf = True
-    if not any_perf:
-        flow.append(
-            para("CPU samples by symbol: not observed (perf observed no invocation).", "body")
+    groups += [_chart(c) for c in overhead]
+    cpu = [
+        chart
+        for s in charts.first_repetitions(run)
+        if (chart := charts.perf_symbols_chart(s, s.name, client=_client_name(run))) is not None
+    ]
+    if not cpu:
+        groups.append(
+            [para("CPU samples by symbol: not observed (perf observed no invocation).", "body")]
         )
-    return flow
+    else:
+        # one caption for every CPU chart, kept with the first of them
+        groups.append([para(cpu[0].caption, "note"), *_chart(cpu[0], caption=False)])
+        groups += [_chart(c, caption=False) for c in cpu[1:]]
+    # the heading travels with the first figure: never alone at the foot of a page (and no
+    # KeepTogether inside another: reportlab then measures the outer one as never fitting)
+    groups[0] = [heading("Figures", 0), *groups[0]]
+    return [KeepTogether(group) for group in groups]
+
+
+def _client_name(run: RunResult) -> str | None:
+    """The client binary's file name as perf names its DSO (the run's own record)."""
+    name = run.environment.get("client")
+    return name if isinstance(name, str) and name else None
 
 
 def _repetitions(run: RunResult) -> list[Flowable]:
@@ -396,8 +447,11 @@ def _evaluation(evaluation: Evaluation) -> list[Flowable]:
 
 
 def _scenario(run: RunResult, s: ScenarioResult) -> list[Flowable]:
+    """One scenario: its verdicts, calibration findings and passes. Each invocation's
+    records are in report.md (the note says where), so a scenario takes about a page."""
     label = scenario_label(s, run)
     flow: list[Flowable] = [
+        CondPageBreak(260),
         heading(f"Scenario {label}", 0),
         para(s.description, "body"),
         para(
@@ -408,7 +462,7 @@ def _scenario(run: RunResult, s: ScenarioResult) -> list[Flowable]:
         ),
     ]
     if s.error:
-        flow.append(para(f"The scenario did not complete: {s.error}", "box"))
+        flow.append(para(sentence(f"The scenario did not complete: {s.error}"), "box"))
     flow.append(heading("Verdicts", 1))
     verdicts = verdict_table(s)
     fills: list[tuple[Any, ...]] = []
@@ -422,43 +476,24 @@ def _scenario(run: RunResult, s: ScenarioResult) -> list[Flowable]:
         grid(
             verdicts.header,
             verdicts.rows,
-            [30, 100, 40, 56, 50, 66, WIDTH - 342],
+            [34, 96, 44, 52, 50, 62, WIDTH - 338],
             fills,
             first_column_bold=True,
         )
     )
-    flow.append(heading("What the client claimed", 1))
-    flow.append(para(records_note(s), "note"))
-    flow += table_flow(client_table(s))
-    flow.append(heading("What the observers saw", 1))
-    flow += table_flow(receiver_table(s))
-    flow += table_flow(decoy_table(s))
-    flow += table_flow(verifier_table(s), even_widths(verifier_table(s).header, 90))
-    for name in observer_names(s):
-        if name == "verifier" or not observed_any(s, name):
-            continue
-        flow += table_flow(observer_summary_table(s, name))
-        if name == "bpftrace":
-            for index, block in probe_maps(s):
-                flow.append(
-                    KeepTogether(
-                        [
-                            para(
-                                f"bpftrace final map values, invocation {index} (verbatim):", "body"
-                            ),
-                            verbatim(block),
-                        ]
-                    )
-                )
-        if name == "perf":
-            symbols = top_symbols_table(s)
-            if symbols is not None:
-                flow.append(para("CPU samples by symbol (charted in the Figures section):", "body"))
-                flow += table_flow(symbols, [50, 170, 120, 75, WIDTH - 415])
-        if name == "packets":
-            flows = flows_table(s)
-            if flows is not None:
-                flow += table_flow(flows, even_widths(flows.header, 60))
+    findings = findings_table(s, observed_only=True)
+    if findings.rows or findings.notes:
+        flow.append(heading("Calibration findings", 1))
+    result_fill: list[tuple[Any, ...]] = []
+    for r, f in enumerate((f for f in s.findings if f.met is not None), start=1):
+        result_fill.append(
+            ("BACKGROUND", (5, r), (5, r), OUTCOME_FILL["pass" if f.met else "fail"])
+        )
+    if findings.rows:
+        flow.append(
+            grid(findings.header, findings.rows, [46, 50, 96, 70, 70, 42, WIDTH - 374], result_fill)
+        )
+    flow += [para(note, "note") for note in findings.notes]
     unobserved = unobserved_table(s)
     if unobserved is not None:
         flow.append(para("Observers that did not observe this scenario:", "body"))
@@ -469,23 +504,12 @@ def _scenario(run: RunResult, s: ScenarioResult) -> list[Flowable]:
     overhead = overhead_table(s)
     if overhead is not None:
         flow += table_flow(overhead)
-    flow.append(heading("Calibration findings", 1))
-    findings = findings_table(s)
-    result_fill: list[tuple[Any, ...]] = []
-    for r, f in enumerate(s.findings, start=1):
-        outcome = "not-observed" if f.met is None else ("pass" if f.met else "fail")
-        fill = OUTCOME_FILL[outcome]
-        result_fill.append(("BACKGROUND", (5, r), (5, r), fill))
-    if findings.rows:
-        flow.append(
-            grid(findings.header, findings.rows, [48, 44, 90, 75, 75, 48, WIDTH - 380], result_fill)
-        )
-    flow += [para(note, "note") for note in findings.notes]
+    flow.append(para(records_elsewhere(s, label), "note"))
     return flow
 
 
 def _limits() -> list[Flowable]:
-    flow: list[Flowable] = [heading("What this evidence cannot show", 0)]
+    flow: list[Flowable] = [CondPageBreak(200), heading("What this evidence cannot show", 0)]
     rows = [[name, why] for name, why in OBSERVER_LIMITS.items()]
     flow += [
         grid(["observer", "limit"], rows, [60, WIDTH - 60], first_column_bold=True),

@@ -7,8 +7,8 @@ the date pinned to the run's finish so that the same run gives the same bytes).
     flow += table_flow(observer_table(run), [55, 65, 150, WIDTH - 270])
     flow += pairs(identity_rows(run))
 
-Only the 14 standard PDF fonts are used (nothing embedded, nothing read from the host), and
-every table cell is a wrapped paragraph so that no text runs off the page.
+Every font is DejaVu, embedded (:mod:`lab.reports.fonts`), and every table cell is a wrapped
+paragraph so that no text runs off the page.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from reportlab.platypus import (
     TableStyle,
 )
 
+from lab.reports.fonts import BOLD, ITALIC, MONO, SANS
 from lab.reports.table import Table as ReportTable
 
 PAGE = A4
@@ -57,36 +58,47 @@ GRID = colors.HexColor("#9AA5B1")
 
 
 STYLES: dict[str, ParagraphStyle] = {
-    "title": ParagraphStyle(
-        "title", fontName="Helvetica-Bold", fontSize=16, leading=20, spaceAfter=6
-    ),
+    "title": ParagraphStyle("title", fontName=BOLD, fontSize=16, leading=20, spaceAfter=6),
     "h1": ParagraphStyle(
-        "h1", fontName="Helvetica-Bold", fontSize=13, leading=16, spaceBefore=8, spaceAfter=5
+        "h1",
+        fontName=BOLD,
+        fontSize=13,
+        leading=16,
+        spaceBefore=8,
+        spaceAfter=5,
+        keepWithNext=1,
     ),
     "h2": ParagraphStyle(
-        "h2", fontName="Helvetica-Bold", fontSize=10, leading=13, spaceBefore=7, spaceAfter=3
+        "h2",
+        fontName=BOLD,
+        fontSize=10,
+        leading=13,
+        spaceBefore=7,
+        spaceAfter=3,
+        keepWithNext=1,
     ),
     "body": ParagraphStyle(
-        "body", fontName="Helvetica", fontSize=8.5, leading=11, spaceAfter=4, alignment=TA_LEFT
+        "body", fontName=SANS, fontSize=8.5, leading=11, spaceAfter=4, alignment=TA_LEFT
     ),
-    "strong": ParagraphStyle(
-        "strong", fontName="Helvetica-Bold", fontSize=9, leading=12, spaceAfter=4
-    ),
+    "strong": ParagraphStyle("strong", fontName=BOLD, fontSize=9, leading=12, spaceAfter=4),
     "note": ParagraphStyle(
         "note",
-        fontName="Helvetica-Oblique",
+        fontName=ITALIC,
         fontSize=7.5,
         leading=9.5,
         spaceAfter=4,
         textColor=colors.HexColor("#333333"),
     ),
-    "cell": ParagraphStyle("cell", fontName="Helvetica", fontSize=7, leading=8.6),
-    "cellhead": ParagraphStyle("cellhead", fontName="Helvetica-Bold", fontSize=7, leading=8.6),
-    "mono": ParagraphStyle("mono", fontName="Courier", fontSize=6.4, leading=8.2),
-    "pre": ParagraphStyle("pre", fontName="Courier", fontSize=8, leading=10),
+    "cell": ParagraphStyle("cell", fontName=SANS, fontSize=7, leading=8.6),
+    "strongcell": ParagraphStyle(
+        "strongcell", fontName=BOLD, fontSize=7, leading=8.6, textColor=colors.HexColor("#B00020")
+    ),
+    "cellhead": ParagraphStyle("cellhead", fontName=BOLD, fontSize=7, leading=8.6),
+    "mono": ParagraphStyle("mono", fontName=MONO, fontSize=6.4, leading=8.2),
+    "pre": ParagraphStyle("pre", fontName=MONO, fontSize=8, leading=10),
     "box": ParagraphStyle(
         "box",
-        fontName="Helvetica-Bold",
+        fontName=BOLD,
         fontSize=9,
         leading=12,
         borderColor=colors.HexColor("#B00020"),
@@ -97,6 +109,14 @@ STYLES: dict[str, ParagraphStyle] = {
         spaceAfter=10,
     ),
 }
+
+#: a table's own text face (reportlab's default is Helvetica, which it lists unembedded even
+#: when every cell is a paragraph)
+CELL_FONT = ("FONTNAME", (0, 0), (-1, -1), SANS)
+
+for _style in STYLES.values():
+    # reportlab's default bullet face is Helvetica, which it would list unembedded
+    _style.bulletFontName = SANS
 
 
 def para(value: str, style: str = "cell") -> Paragraph:
@@ -141,6 +161,7 @@ def grid(
     table.setStyle(
         TableStyle(
             [
+                CELL_FONT,
                 ("BACKGROUND", (0, 0), (-1, 0), HEADER_FILL),
                 ("GRID", (0, 0), (-1, -1), 0.4, GRID),
                 ("VALIGN", (0, 0), (-1, -1), "TOP"),
@@ -181,6 +202,7 @@ def verbatim(block: str) -> Table:
     box.setStyle(
         TableStyle(
             [
+                CELL_FONT,
                 ("BACKGROUND", (0, 0), (-1, -1), colors.HexColor("#F2F2F2")),
                 ("BOX", (0, 0), (-1, -1), 0.4, GRID),
                 ("LEFTPADDING", (0, 0), (-1, -1), 6),
@@ -258,12 +280,12 @@ def document_date(epoch: int | None) -> Iterator[None]:
             os.environ["SOURCE_DATE_EPOCH"] = saved
 
 
-def footer(run_id: str) -> Callable[[Canvas, Any], None]:
+def footer(name: str) -> Callable[[Canvas, Any], None]:
     def draw(canvas: Canvas, doc: Any) -> None:
         canvas.saveState()
-        canvas.setFont("Helvetica", 7)
+        canvas.setFont(SANS, 7)
         canvas.setFillColor(colors.HexColor("#555555"))
-        canvas.drawString(MARGIN, MARGIN - 2, f"Execution Evidence Lab - run {run_id}")
+        canvas.drawString(MARGIN, MARGIN - 2, f"Execution Evidence Lab - {name}")
         canvas.drawRightString(PAGE[0] - MARGIN, MARGIN - 2, f"page {doc.page}")
         canvas.restoreState()
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lab.model import (
+    CLAUSE_TITLES,
     OBSERVERS,
     PROCESS_COLLECTORS,
     Calibration,
@@ -19,7 +20,7 @@ from lab.model import (
     ScenarioResult,
     Verdict,
 )
-from lab.reports.table import NOT_RECORDED, Table, fmt
+from lab.reports.table import NOT_RECORDED, Table, fmt, phrase
 
 #: The article's warning, kept as the report's own sentence: the runner's exit status speaks
 #: about the instrument, not about the backups.
@@ -127,6 +128,16 @@ def signing_statement(signing: Mapping[str, Any]) -> str | None:
     return None
 
 
+def run_name(run_id: str) -> str:
+    """ "run <id>", without saying "run" twice for the lab's own "run-…" ids."""
+    return run_id if run_id.startswith("run-") else f"run {run_id}"
+
+
+def clause_name(clause: str) -> str:
+    """A clause's short name ("content" for C1), the words before its requirement."""
+    return CLAUSE_TITLES[clause].split(":", 1)[0]
+
+
 def scenario_label(scenario: ScenarioResult, run: RunResult) -> str:
     """The scenario's name, with its repetition when the name occurs more than once."""
     same = sum(1 for s in run.scenarios if s.name == scenario.name)
@@ -134,6 +145,8 @@ def scenario_label(scenario: ScenarioResult, run: RunResult) -> str:
 
 
 def identity_rows(run: RunResult) -> list[tuple[str, str]]:
+    """Who and what produced the run, one readable row per fact: a nested record (the
+    container image, tool versions) becomes one row per field, never a JSON dump."""
     env = run.environment
     rows: list[tuple[str, str]] = [
         ("run id", run.run_id),
@@ -142,12 +155,10 @@ def identity_rows(run: RunResult) -> list[tuple[str, str]]:
         ("git commit", fmt(env.get("git_commit"))),
     ]
     image = env.get("image")
-    if isinstance(image, Mapping):
-        rows.append(("container image", "; ".join(f"{k}: {fmt(image[k])}" for k in sorted(image))))
-    elif image is None and "image" in env:
+    if image is None and "image" in env:
         rows.append(("container image", "not run in a container"))
     else:
-        rows.append(("container image", fmt(image)))
+        rows += _value_rows("container image", image)
     rows += [
         ("client binary SHA-256", fmt(env.get("client_sha256"))),
         ("kernel", fmt(env.get("kernel"))),
@@ -155,32 +166,64 @@ def identity_rows(run: RunResult) -> list[tuple[str, str]]:
     ]
     tools = env.get("tool_versions")
     if isinstance(tools, Mapping) and tools:
-        rows.append(("tool versions", "; ".join(f"{k} {fmt(tools[k])}" for k in sorted(tools))))
+        rows += [(f"tool version: {k}", fmt(tools[k])) for k in sorted(tools)]
     else:
         rows.append(("tool versions", NOT_RECORDED))
     known = {"git_commit", "image", "client_sha256", "kernel", "cpu_model", "tool_versions"}
     for key in sorted(env):
         if key in known or key.lower() in HIDDEN_ENVIRONMENT_KEYS:
             continue
-        rows.append((key.replace("_", " "), fmt(env[key])))
+        rows += _value_rows(key.replace("_", " "), env[key])
     rows.append(("collectors used", collectors_used(run)))
     rows.append(("collectors unavailable", collectors_unavailable(run)))
     for key in sorted(run.options):
-        rows.append((f"option {key}", fmt(run.options[key])))
-    signing = run.signing
-    key_id = signing.get("key_id")
-    # The key id is what minisign -V and lab verify print; no tool prints a SHA-256 of the key.
-    rows.append(
-        (
-            "signing key id",
-            f"{key_id} (as minisign -V and lab verify print it; lab.pub, lab.pub.pem)"
-            if key_id
-            else fmt(None),
-        )
-    )
-    if "ephemeral" in signing:
-        rows.append(("ephemeral signing key", fmt(bool(signing.get("ephemeral")))))
+        rows += _value_rows(f"option {key}", run.options[key])
+    rows.append(("signing key id", signing_key_text(run.signing)))
+    if "ephemeral" in run.signing:
+        rows.append(("ephemeral signing key", fmt(bool(run.signing.get("ephemeral")))))
     return rows
+
+
+def mapping_rows(
+    label: str, value: Mapping[str, Any], path: tuple[str, ...] = ()
+) -> list[tuple[str, str]]:
+    """A record as rows "label: key" -> value, a nested record flattened ("container image:
+    base digest"), so that a reader never meets braces and quotes."""
+    rows: list[tuple[str, str]] = []
+    for key in sorted(value, key=str):
+        item = value[key]
+        here = (*path, str(key).replace("_", " "))
+        if isinstance(item, Mapping) and item:
+            rows += mapping_rows(label, item, here)
+        else:
+            rows.append((f"{label}: {' '.join(here)}", fmt(item)))
+    return rows
+
+
+def _value_rows(label: str, value: Any) -> list[tuple[str, str]]:
+    if isinstance(value, Mapping) and value:
+        return mapping_rows(label, value)
+    return [(label, fmt(value))]
+
+
+def signing_key_text(signing: Mapping[str, Any]) -> str:
+    """The key id, said the way the tools a reviewer runs say it."""
+    # The key id is what minisign -V and lab verify print; no tool prints a SHA-256 of the key.
+    key_id = signing.get("key_id")
+    if not key_id:
+        return fmt(None)
+    return f"{key_id} (as minisign -V and lab verify print it; lab.pub, lab.pub.pem)"
+
+
+def signing_key_statement(signing: Mapping[str, Any]) -> str:
+    """Page 1's sentence about the key: its id, and what the signature does and does not show."""
+    key_id = signing.get("key_id")
+    if not key_id:
+        return "Signing key id: not recorded."
+    return (
+        f"Signing key id {key_id}: what minisign -V and lab verify print; the public key is "
+        "lab.pub (lab.pub.pem for openssl) in the archive."
+    )
 
 
 def collectors_used(run: RunResult) -> str:
@@ -200,7 +243,7 @@ def collectors_used(run: RunResult) -> str:
 
 def collectors_unavailable(run: RunResult) -> str:
     missing = [
-        f"{name}: {status.reason or 'no reason recorded'}"
+        f"{name}: {phrase(status.reason or 'no reason recorded')}"
         for name, status in sorted(run.observers.items())
         if not status.available
     ]
@@ -215,7 +258,7 @@ def observer_table(run: RunResult) -> Table:
     for name in names:
         status = run.observers[name]
         detail = "; ".join(f"{k}: {fmt(status.detail[k])}" for k in sorted(status.detail))
-        why = status.reason or ""
+        why = phrase(status.reason or "")
         rows.append(
             [
                 name,

@@ -61,6 +61,16 @@ def records_note(scenario: ScenarioResult) -> str:
     )
 
 
+def records_elsewhere(scenario: ScenarioResult, label: str) -> str:
+    """Where the PDF's reader finds what its scenario section leaves out."""
+    return (
+        f"Each invocation's records (the client's claim, the receiver, decoy and verifier "
+        f"records, every observer's summary, bpftrace's final maps, perf's symbols, packet "
+        f"flows) are in report.md, section 'Scenario {label}'; the raw observer output is in "
+        f"{scenario.name}/r{scenario.repetition}/ of the archive."
+    )
+
+
 def client_table(scenario: ScenarioResult) -> Table:
     invs = _invocations(scenario)
 
@@ -177,9 +187,17 @@ def verdict_table(scenario: ScenarioResult) -> Table:
     )
 
 
-def findings_table(scenario: ScenarioResult) -> Table:
+def findings_table(scenario: ScenarioResult, *, observed_only: bool = False) -> Table:
+    """One row per calibration finding; ``observed_only`` keeps the met and not-met rows and
+    says in one note, per observer and reason, how many were not observed (the PDF's form;
+    report.md has every row)."""
     rows = []
+    unobserved: dict[tuple[str, str], int] = {}
     for f in scenario.findings:
+        if observed_only and f.met is None:
+            key = (f.observer, f.reason or "no reason recorded")
+            unobserved[key] = unobserved.get(key, 0) + 1
+            continue
         rows.append(
             [
                 f.observer,
@@ -191,7 +209,13 @@ def findings_table(scenario: ScenarioResult) -> Table:
                 f.reason or "",
             ]
         )
-    notes = [] if rows else ["This scenario declares no calibration findings."]
+    notes = [] if rows or unobserved else ["This scenario declares no calibration findings."]
+    if unobserved:
+        counts = "; ".join(f"{name} {n} ({why})" for (name, why), n in unobserved.items())
+        notes.append(
+            f"Not observed ({sum(unobserved.values())} expectations, never counted as met or "
+            f"not met), by observer and reason: {counts}. Every row is in report.md."
+        )
     return Table(
         ["observer", "invocation", "key", "expected", "observed", "result", "reason"], rows, notes
     )

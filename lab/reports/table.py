@@ -5,6 +5,7 @@ notes) and the ``fmt*`` functions that turn one figure into one cell.
     fmt(None)            # "not recorded": a missing figure is never drawn as a zero
     fmt_seconds(0.0141)  # "14.1 ms"
     fmt_ratio(None)      # "N/A"
+    sentence("... (tcpdump).")  # one full stop, never two
     Table(["clause", "observed"], [["C1", "pass"]], notes=["..."])
 
 Every module beside this one (``run``, ``scenario``, ``observers``, ``repetitions``,
@@ -83,6 +84,21 @@ def fmt_spread(stats: Spread | None) -> str:
     if stats.min == stats.max:
         return fmt_seconds(stats.median)
     return f"{fmt_seconds(stats.median)} ({fmt_seconds(stats.min)} - {fmt_seconds(stats.max)})"
+
+
+def sentence(text: str) -> str:
+    """``text`` ending in exactly one full stop: a reason that already ends in one (or in a
+    question or exclamation mark) keeps it, so no sentence ends "(tcpdump).."."""
+    text = text.rstrip()
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+def phrase(text: str) -> str:
+    """``text`` without its closing full stop, to be joined into a longer sentence."""
+    text = text.rstrip()
+    while text.endswith(".") and not text.endswith("..."):
+        text = text[:-1].rstrip()
+    return text
 
 
 def mask_host_path(value: str) -> str:

@@ -82,3 +82,22 @@ def test_missing_tool_names_the_package(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(procs, "which", lambda tool: None)
     with pytest.raises(ToolMissingError, match="'linux-perf'"):
         procs.require_tool("perf")
+
+
+def test_the_pdf_fonts_are_in_the_table_and_pinned_in_the_image() -> None:
+    """fonts-dejavu-core: installed by .ci/run and nox, asked for and pinned by the image."""
+    assert set(tools.FONT_PACKAGES.values()) == {"fonts-dejavu-core"}
+    assert "fonts-dejavu-core" in tools.all_packages()
+    wanted = [
+        line.strip()
+        for line in (ROOT / "docker" / "apt-packages.in").read_text().splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+    pins = dict(
+        line.split("=", 1)
+        for line in (ROOT / "docker" / "apt-packages.lock").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    )
+    assert "fonts-dejavu-core" in wanted
+    assert all(name in pins for name in wanted), "run 'invoke image.lock' to relock"
+    assert pins["fonts-dejavu-core"] == "2.37-6"  # Debian 12's version

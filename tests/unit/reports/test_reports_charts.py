@@ -8,7 +8,7 @@ import pytest
 from reportlab.graphics.shapes import Drawing, String
 
 from lab.model import RunResult, ScenarioResult
-from lab.reports import charts
+from lab.reports import charts, symbols
 from tests.unit.reports.reports_sample import SIZE
 
 
@@ -120,3 +120,63 @@ def test_draw_writes_not_observed_for_missing_values() -> None:
     )
     labels = _strings(charts.draw(chart, 300))
     assert "not observed" in labels and "3" in labels
+
+
+def _perf(*rows: tuple[str, str, float, float], top: str | None = "hash_file") -> dict[str, object]:
+    return {
+        "top_symbols": [
+            {"symbol": s, "dso": d, "inclusive_pct": i, "self_pct": p} for s, d, i, p in rows
+        ],
+        "top_client_symbol": top,
+    }
+
+
+def test_unresolved_addresses_fold_into_one_row_per_dso() -> None:
+    perf = _perf(
+        ("SHA256_Update", "libcrypto.so.3", 80.65, 0.0),
+        ("hash_file", "backup-client", 95.7, 0.0),
+        ("0x000000000029dd4f", "libcrypto.so.3", 5.38, 5.38),
+        ("0x000000000029dd63", "libcrypto.so.3", 4.3, 4.3),
+        ("0x00007fdfe629dd4f", "libcrypto.so.3", 5.38, 0.0),  # the same address, absolute
+        ("[unknown]", "libc.so.6", 2.0, 2.0),
+        ("0x00007f0000001234", "libc.so.6", 1.0, 1.0),
+        ("send_payload", "backup-client", 18.4, 0.0),
+        ("_copy_to_iter", "[kernel.kallsyms]", 7.53, 7.53),
+    )
+    bars = symbols.symbol_bars(perf)
+    assert [b.label for b in bars] == [
+        "hash_file",
+        "send_payload",
+        "SHA256_Update (libcrypto.so.3)",
+        "_copy_to_iter ([kernel.kallsyms])",
+        "[unresolved] libcrypto.so.3",
+        "[unresolved] libc.so.6",
+    ]
+    crypto = bars[4]
+    # self: the samples in those addresses, summed; inclusive: the largest (chains overlap)
+    assert crypto.self_pct == pytest.approx(9.68) and crypto.inclusive_pct == 5.38
+    assert crypto.unresolved and not crypto.own
+    assert bars[5].self_pct == 3.0
+    assert [b.own for b in bars[:2]] == [True, True]
+
+
+def test_the_client_dso_comes_from_the_record() -> None:
+    """Without a top client symbol, the recorded client name (or main's DSO) says which
+    functions are the client's own."""
+    perf = _perf(("busy_wait", "spin", 97.9, 97.9), ("memcpy", "libc.so.6", 99.0, 1.0), top=None)
+    assert [b.own for b in symbols.symbol_bars(perf)] == [False, False]
+    assert symbols.symbol_bars(perf, client="spin")[0].label == "busy_wait"
+    assert symbols.is_unresolved("0x7f3a") and symbols.is_unresolved("[unknown]")
+    assert not symbols.is_unresolved("0x_not_hex") and not symbols.is_unresolved("main")
+
+
+def test_cpu_chart_leads_with_the_client_and_keeps_the_folded_rows(sample_run: RunResult) -> None:
+    s = _scenario(sample_run, "hash-storm")
+    chart = charts.perf_symbols_chart(s, s.name, limit=5)
+    assert chart is not None
+    assert chart.categories[0] == "hash_file" and chart.bold_categories == 1
+    assert chart.categories[-1] == "[unresolved] libcrypto.so.3"
+    assert len(chart.categories) == 5 and not any(c.startswith("0x") for c in chart.categories)
+    inclusive, self_pct = chart.values[-1][:2]
+    assert self_pct == pytest.approx(21.52) and inclusive == 5.38
+    assert chart.notes and "report.md" in chart.notes[0]

@@ -1,4 +1,5 @@
-"""The PDF report: reproducible bytes, every page rendered, no blank page, key text present."""
+"""The PDF report: reproducible bytes, every page rendered, no blank or near-empty page, the
+verdict on page 1, every font embedded, the key text present, a bounded page count."""
 
 from __future__ import annotations
 
@@ -9,9 +10,13 @@ import sys
 import zlib
 from pathlib import Path
 
+import pytest
+
+from lab.errors import ToolMissingError
 from lab.model import RunResult
-from lab.reports import ArchivedFile
+from lab.reports import ArchivedFile, fonts
 from lab.reports.pdf import render_pdf
+from lab.reports.run import identity_rows
 from tests.conftest import require
 
 FILES = [ArchivedFile.of_bytes("results.json", b'{"schema_version": 1}')]
@@ -101,12 +106,38 @@ def _dark_pixels(png: Path) -> tuple[int, int]:
     return dark, width * height
 
 
+def _body_lines(pdf: Path, page: int) -> list[str]:
+    return [
+        line
+        for line in _page_text(pdf, page).splitlines()
+        if line.strip() and "Execution Evidence Lab - run" not in line
+    ]
+
+
+def _archive(run: RunResult) -> list[ArchivedFile]:
+    """The files a full run archives: every pass's records and every invocation's output."""
+    files = list(FILES)
+    for s in run.scenarios:
+        unit = f"{s.name}/r{s.repetition}"
+        files.append(ArchivedFile.of_bytes(f"{unit}/result.json", s.name.encode()))
+        for p in s.passes:
+            for name in ("receiver.jsonl", "decoy.jsonl"):
+                files.append(ArchivedFile.of_bytes(f"{unit}/{p.collector}/{name}", b"{}"))
+            for inv in p.invocations:
+                for name in ("client.stdout", "client.stderr", f"{p.collector}.txt", "x.pcap"):
+                    path = f"{unit}/{p.collector}/inv{inv.index}/{name}"
+                    files.append(ArchivedFile.of_bytes(path, path.encode()))
+    return files
+
+
 def test_every_page_renders_and_none_is_blank(sample_run: RunResult, tmp_path: Path) -> None:
     pdf = tmp_path / "report.pdf"
-    render_pdf(sample_run, pdf, files=FILES)
+    files = _archive(sample_run)
+    assert len(files) > 150
+    render_pdf(sample_run, pdf, files=files)
     pages = _pages(pdf)
-    # title, matrix, figures, one or more pages per scenario, limits and files
-    assert len(sample_run.scenarios) + 4 <= pages <= 60
+    # a standard 8-scenario run with every observer reads in ten minutes (issue 15)
+    assert len(sample_run.scenarios) + 2 <= pages <= 20
     subprocess.run(
         [_tool("pdftoppm"), "-gray", "-png", "-r", "30", str(pdf), str(tmp_path / "page")],
         check=True,
@@ -118,12 +149,87 @@ def test_every_page_renders_and_none_is_blank(sample_run: RunResult, tmp_path: P
         dark, total = _dark_pixels(image)
         assert dark > total * 0.002, f"{image.name} is blank"
     for page in range(1, pages + 1):
-        body = [
-            line
-            for line in _page_text(pdf, page).splitlines()
-            if line.strip() and "Execution Evidence Lab - run" not in line
-        ]
-        assert body, f"page {page} has nothing but its footer"
+        body = _body_lines(pdf, page)
+        # no page holds one row or two lines: only the last may be short
+        assert len(body) >= (3 if page == pages else 25), f"page {page} is near-empty: {body}"
+
+
+def test_page_one_is_the_verdict(sample_run: RunResult, tmp_path: Path) -> None:
+    pdf = tmp_path / "report.pdf"
+    render_pdf(sample_run, pdf, files=FILES)
+    first = subprocess.run(
+        [_tool("pdftotext"), "-l", "1", str(pdf), "-"], capture_output=True, text=True, check=True
+    ).stdout
+    words = " ".join(first.split())
+    cal = sample_run.calibration
+    assert f"Calibration score: {cal.met} of {cal.total} expectations met" in words
+    assert "Verdict matrix" in words
+    for s in sample_run.scenarios:
+        assert s.name in words
+    for clause in ("C1", "C2", "C3", "C4", "C5", "C6"):
+        assert clause in words
+    assert "Signing key id 0EACA16E1E65E953" in words
+    assert "The runner's exit status is not a statement that every backup was correct" in words
+    # the identity moved to an appendix
+    assert "client binary SHA-256" not in words and "Appendix A" in words
+
+
+def test_identity_appendix_has_readable_rows(sample_run: RunResult, tmp_path: Path) -> None:
+    sample_run.environment["image"] = {
+        "name": "execution-evidence-lab:0.1.0",
+        "digest": "sha256:" + "ab" * 32,
+        "base": {"reference": "debian:bookworm-slim", "digest": "sha256:" + "cd" * 32},
+    }
+    rows = dict(identity_rows(sample_run))
+    assert rows["container image: base reference"] == "debian:bookworm-slim"
+    assert rows["container image: name"] == "execution-evidence-lab:0.1.0"
+    assert rows["tool version: strace"] == "strace -- version 6.1"
+    assert not any("{" in value for value in rows.values())
+    pdf = tmp_path / "report.pdf"
+    render_pdf(sample_run, pdf, files=FILES)
+    words = " ".join(" ".join(_page_text(pdf, p).split()) for p in range(1, _pages(pdf) + 1))
+    appendix = words[words.index("Appendix A: identity of the run") :]
+    assert "container image: base reference debian:bookworm-slim" in appendix
+    assert '{"' not in appendix and "'name':" not in appendix
+
+
+def test_every_font_is_embedded_and_the_document_says_its_language(
+    sample_run: RunResult, tmp_path: Path
+) -> None:
+    pdf = tmp_path / "report.pdf"
+    render_pdf(sample_run, pdf, files=FILES)
+    listing = subprocess.run(
+        [_tool("pdffonts"), str(pdf)], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    header = listing[0].split()
+    emb = header.index("emb")
+    rows = [line.split() for line in listing[2:] if line.strip()]
+    assert rows, "the PDF lists no font"
+    for row in rows:
+        # columns counted from the right: a font name never holds spaces, a type may
+        assert row[emb - len(header)] == "yes", f"font not embedded: {' '.join(row)}"
+    assert {row[0].split("+")[-1] for row in rows} <= set(fonts.FILES)
+    info = subprocess.run(
+        [_tool("pdfinfo"), str(pdf)], capture_output=True, text=True, check=True
+    ).stdout
+    title = next(line for line in info.splitlines() if line.startswith("Title:"))
+    assert title.split(None, 1)[1] == "Execution Evidence Lab report: run 20261129T160000Z-ab12cd"
+    assert b"/Lang (en)" in pdf.read_bytes()
+
+
+def test_a_missing_font_names_its_package(tmp_path: Path) -> None:
+    with pytest.raises(ToolMissingError, match="install the Debian package fonts-dejavu-core"):
+        fonts.font_path(fonts.SANS, tmp_path)
+
+
+def test_no_doubled_full_stop(degraded_run: RunResult, tmp_path: Path) -> None:
+    status = degraded_run.observers["packets"]
+    status.available, status.reason = False, "tcpdump is not installed (Debian package tcpdump)."
+    pdf = tmp_path / "report.pdf"
+    render_pdf(degraded_run, pdf, files=None)
+    words = " ".join(" ".join(_page_text(pdf, p).split()) for p in range(1, _pages(pdf) + 1))
+    assert "(Debian package tcpdump)" in words
+    assert "tcpdump).." not in words and ".;" not in words
 
 
 def test_pdf_holds_the_key_content(sample_run: RunResult, tmp_path: Path) -> None:
@@ -133,9 +239,10 @@ def test_pdf_holds_the_key_content(sample_run: RunResult, tmp_path: Path) -> Non
     cal = sample_run.calibration
     assert f"{cal.met} of {cal.total} expectations met" in words
     assert "The runner's exit status is not a statement that every backup was correct" in words
-    assert "@hash_calls: 256" in words
+    assert "report.md, section 'Scenario hash-storm'" in words  # the raw tables' home
     assert "Logical source bytes read per invocation (strace)" in words
     assert "CPU samples by symbol: busy-spin" in words
+    assert "[unresolved] libcrypto.so.3" in words
     assert "Tracing overhead: traced / untraced client wall time" in words
     assert FILES[0].sha256 in words
     assert "authenticity - who produced it - is not established" in words

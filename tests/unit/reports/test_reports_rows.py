@@ -12,8 +12,16 @@ from lab.model import Calibration, RunResult
 from lab.reports import ArchivedFile
 from lab.reports.files import files_table
 from lab.reports.repetitions import repetition_wording
-from lab.reports.run import calibration_statement, identity_rows, signing_statement
-from lab.reports.table import fmt, fmt_ratio, fmt_seconds, fmt_summary, mask_host_path
+from lab.reports.run import calibration_statement, identity_rows, run_name, signing_statement
+from lab.reports.table import (
+    fmt,
+    fmt_ratio,
+    fmt_seconds,
+    fmt_summary,
+    mask_host_path,
+    phrase,
+    sentence,
+)
 from tests.unit.reports.reports_sample import build_sample_run
 
 
@@ -112,3 +120,32 @@ def test_sample_asset_matches_the_builder(assets: Path) -> None:
 def test_summary_timestamps_are_times_not_counts() -> None:
     assert fmt_summary("first_packet_at", 1_795_968_822.5) == "2026-11-29T16:13:42.500Z"
     assert fmt_summary("packets", 42) == "42"
+
+
+def test_the_pdf_files_table_folds_each_repetition_directory() -> None:
+    files = [
+        ArchivedFile.of_bytes("results.json", b"{}"),
+        ArchivedFile.of_bytes("baseline/r1/result.json", b"12345"),
+        ArchivedFile.of_bytes("baseline/r1/none/inv1/client.stdout", b"123"),
+        ArchivedFile.of_bytes("scenarios/baseline.yaml", b"x"),
+    ]
+    full = files_table(files)
+    assert len(full.rows) == 4 + 2  # every file, then the two reports
+    grouped = files_table(files, grouped=True)
+    paths = [row[0] for row in grouped.rows]
+    assert paths[:3] == ["baseline/r1/ (2 files)", "results.json", "scenarios/baseline.yaml"]
+    assert grouped.rows[0][1] == "8"
+
+
+def test_a_sentence_ends_in_one_full_stop() -> None:
+    assert sentence("Unavailable: packets: not installed (tcpdump).") == (
+        "Unavailable: packets: not installed (tcpdump)."
+    )
+    assert sentence("Collectors used: none") == "Collectors used: none."
+    assert phrase("tcpdump is missing (tcpdump). ") == "tcpdump is missing (tcpdump)"
+    assert phrase("wait...") == "wait..."
+
+
+def test_a_run_is_named_once() -> None:
+    assert run_name("run-20261201T204817Z-51be30") == "run-20261201T204817Z-51be30"
+    assert run_name("campaign-1") == "run campaign-1"
