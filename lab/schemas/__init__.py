@@ -18,11 +18,18 @@ import jsonschema
 
 from lab.errors import ScenarioError, SchemaError
 
+#: the schema every run ships beside its results.json, which names it in ``$schema``
+RESULTS_SCHEMA_FILE = "results.schema.json"
+
+
+def schema_bytes(name: str) -> bytes:
+    """A schema file exactly as the package ships it (copied into every run directory)."""
+    return resources.files(__package__).joinpath(name).read_bytes()
+
 
 @cache
 def _schema(name: str) -> dict[str, Any]:
-    text = resources.files(__package__).joinpath(name).read_text("utf-8")
-    schema: dict[str, Any] = json.loads(text)
+    schema: dict[str, Any] = json.loads(schema_bytes(name).decode("utf-8"))
     return schema
 
 
