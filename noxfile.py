@@ -53,7 +53,7 @@ def host_packages(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff: lint and formatting."""
+    """Lint and check the formatting with ruff."""
     session.install("ruff>=0.6")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
@@ -61,16 +61,18 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
-    """mypy --strict on lab/ and tasks.py."""
+    """Type-check lab/ and tasks.py with mypy --strict."""
     session.install("-e", ".[dev]")
     session.run("mypy", "--strict", "lab", "tasks.py")
 
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """Unit tests and host integration tests. The collector tests need root (ptrace, eBPF,
-    perf events, raw capture on lo); without it they skip and say which capability is
-    missing, unless LAB_REQUIRE_COLLECTORS turns those skips into failures (CI)."""
+    """Run the unit tests and the host integration tests (the collector tests need root).
+
+    The collector tests need root (ptrace, eBPF, perf events, raw capture on lo); without it
+    they skip and say which capability is missing, unless LAB_REQUIRE_COLLECTORS turns those
+    skips into failures (CI)."""
     host_packages(session)
     session.install("-e", ".[dev]")
     session.run("make", "-C", "native", external=True)
@@ -79,8 +81,10 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def e2e(session: nox.Session) -> None:
-    """The lab image for real. Builds it (no registry needed: the base is bootstrapped with
-    debootstrap; cached by its inputs), checks the observers inside it with the explicit
+    """Build the lab image and run what users run in it; needs Docker and root.
+
+    Builds it (no registry needed: the base is bootstrapped with debootstrap; cached by its
+    inputs), checks the observers inside it with the explicit
     capability set, then runs what users run — ``invoke lab.run`` and ``invoke
     lab.evaluate`` — and verifies the archives with our verifier, ``sha256sum -c``,
     ``signify-openbsd -V`` and ``minisign -V``. Needs Docker and root (installs and starts
@@ -94,8 +98,10 @@ def e2e(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def repro(session: nox.Session) -> None:
-    """Build the lab image twice from a clean cache (--no-cache) and compare: the client
-    binary's SHA-256 and the package manifest must be identical; image IDs are reported with
-    the layers that differ. Needs Docker and root; about 5 minutes. Not a default session."""
+    """Build the lab image twice from a clean cache and compare; needs Docker and root.
+
+    With --no-cache, the client binary's SHA-256 and the package manifest must be identical;
+    image IDs are reported with the layers that differ. Needs Docker and root; about 5
+    minutes. Not a default session."""
     session.install("-e", ".[dev]")
     session.run("invoke", "image.repro", *session.posargs)

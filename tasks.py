@@ -60,8 +60,9 @@ def _ctx() -> engine.Context:
 
 
 def lab_errors(body: Callable[P, None]) -> Callable[P, None]:
-    """A :class:`LabError` leaves the task as the lab's one sentence and its exit status
-    (invoke prints the message on stderr and exits with the code), never as a traceback."""
+    """Turn a :class:`LabError` into the lab's one sentence and its exit status.
+
+    invoke prints the message on stderr and exits with the code, never a traceback."""
 
     @functools.wraps(body)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
@@ -184,8 +185,9 @@ def verify(c: Context, archive: str, pubkey: str | None = None, selftest: bool =
 )
 @lab_errors
 def merge(c: Context, pubkey: str, archive: list[str] | None = None, out: str = "") -> None:
-    """Verify the shard archives of one run and merge them into one signed run (on this
-    host: merging runs no tracer and no client)."""
+    """Verify the shard archives of one run and merge them into one signed run.
+
+    It runs on this host: merging runs no tracer and no client."""
     found: list[str] = []
     for pattern in archive or []:
         # a pattern that matches nothing is passed on, and lab merge names the missing file
@@ -216,8 +218,9 @@ def evaluate(
     timing_runs: int | None = None,
     local: bool = False,
 ) -> None:
-    """Judge a client someone else wrote against the frozen contract (in the lab image:
-    ``python -m lab evaluate`` builds the image and mounts the candidate read-only)."""
+    """Judge a client someone else wrote against the frozen contract, in the lab image.
+
+    ``python -m lab evaluate`` builds the image and mounts the candidate read-only."""
     choices = (("--patch", patch), ("--source-dir", source_dir), ("--binary", binary))
     given = [(flag, value) for flag, value in choices if value]
     if len(given) != 1:

@@ -13,168 +13,23 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
-from lab import __version__
+from lab._parser import build_parser, completion_script
 from lab.errors import ArchiveError, LabError
 from lab.evaluate.model import Evaluation
 from lab.evaluate.request import CandidateKind, EvaluationRequest
-from lab.run.orchestrate import (
-    COLLECTOR_CHOICES,
-    PACKET_CHOICES,
-    SANDBOX_CHOICES,
-    RunRequest,
-    execute,
-)
-from lab.run.shard import ShardSpec
+from lab.run.orchestrate import RunRequest, execute
 
-
-def _size(text: str) -> int:
-    units = {"k": 1024, "m": 1024**2, "g": 1024**3}
-    t = text.strip().lower().removesuffix("ib").removesuffix("b")
-    mult = units.get(t[-1:], 1)
-    if t[-1:] in units:
-        t = t[:-1]
-    try:
-        value = int(t) * mult
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a size (e.g. 524288, 512K, 8M)"
-        ) from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("size must be at least 1 byte")
-    return value
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
-def _shard(text: str) -> ShardSpec:
-    try:
-        return ShardSpec.parse(text)
-    except LabError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m lab",
-        description="Execution Evidence Lab: observe a backup client from outside its own "
-        "logging and judge it against an explicit contract.",
-    )
-    parser.add_argument("--version", action="version", version=f"lab {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    run = sub.add_parser("run", help="run scenarios and write a signed evidence archive")
-    run.add_argument("scenarios", nargs="*", metavar="SCENARIO")
-    run.add_argument("--all", action="store_true", help="run every scenario in scenarios/")
-    run.add_argument("--collector", choices=COLLECTOR_CHOICES, default="none")
-    run.add_argument("--packets", choices=PACKET_CHOICES, default="off")
-    run.add_argument("--repetitions", type=_positive, default=1)
-    run.add_argument("--size", type=_size, default=524_288, help="source size (default 512K)")
-    run.add_argument("--out", type=Path, default=Path("artifacts"))
-    run.add_argument("--client", type=Path, default=None, help="client binary (default native/)")
-    run.add_argument("--timeout", type=float, default=120.0, help="per-invocation limit, s")
-    run.add_argument("--no-archive", action="store_true", help="skip signing and packing")
-    run.add_argument(
-        "--scenario-dir", type=Path, default=None, help="directory of scenario files (scenarios/)"
-    )
-    run.add_argument(
-        "--sandbox",
-        choices=SANDBOX_CHOICES,
-        default="required",
-        help="required (default): every client invocation runs in the sandbox, and the run "
-        "refuses to start without it; off: the client runs as this user, uncontained, and the "
-        "clauses it could forge (C1, C3, C5, C6) cannot pass",
-    )
-    run.add_argument(
-        "--shard",
-        type=_shard,
-        default=None,
-        metavar="I/N",
-        help="run only shard I of N of the scenario × repetition units (merge the N signed "
-        "archives with 'lab merge')",
-    )
-    run.add_argument(
-        "--run-id",
-        default=None,
-        help="the run id (with --shard: the id every shard shares; default: derived from the "
-        "inputs, the same on every machine)",
-    )
-
-    doctor = sub.add_parser("doctor", help="which observers work on this machine, and why not")
-    doctor.add_argument(
-        "--json", action="store_true", help="one JSON document on stdout; the table on stderr"
-    )
-    doctor.add_argument("--no-mount", action="store_true", help="do not mount tracefs/debugfs")
-
-    verify = sub.add_parser(
-        "verify", help="verify an evidence archive, or an unpacked run directory in place"
-    )
-    verify.add_argument(
-        "archive",
-        type=Path,
-        metavar="ARCHIVE|DIR",
-        help="a run's .tar.gz, or the directory it unpacks to (no symbolic link is followed)",
-    )
-    verify.add_argument(
-        "--pubkey",
-        type=Path,
-        default=None,
-        help="the signer's public key you trust (signify lab.pub or PEM); without it, the "
-        "embedded lab.pub proves integrity only",
-    )
-    verify.add_argument("--selftest", action="store_true", help="show tampering being caught")
-    verify.add_argument(
-        "--json",
-        action="store_true",
-        help="one JSON document on stdout (its 'ok' is the verdict); the table on stderr",
-    )
-
-    merge = sub.add_parser(
-        "merge", help="verify the shard archives of one run and merge them into one signed run"
-    )
-    merge.add_argument("archives", nargs="+", type=Path, metavar="SHARD.tar.gz")
-    merge.add_argument(
-        "--pubkey", type=Path, required=True, help="the public key every shard must be signed with"
-    )
-    merge.add_argument("--out", type=Path, default=Path("artifacts"))
-    merge.add_argument("--no-archive", action="store_true", help="skip signing and packing")
-
-    keys = sub.add_parser("keys", help="signing keys")
-    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
-    gen = keys_sub.add_parser("generate", help="generate an Ed25519 signing key pair")
-    gen.add_argument("--out", type=Path, required=True)
-    gen.add_argument("--force", action="store_true", help="overwrite existing key files")
-
-    ev = sub.add_parser("evaluate", help="judge a candidate client against the contract")
-    what = ev.add_mutually_exclusive_group(required=True)
-    what.add_argument("--patch", type=Path)
-    what.add_argument("--source-dir", type=Path)
-    what.add_argument("--binary", type=Path)
-    ev.add_argument("--repetitions", type=_positive, default=3)
-    ev.add_argument("--timing-runs", type=_positive, default=20)
-    ev.add_argument("--collector", choices=COLLECTOR_CHOICES, default="all")
-    ev.add_argument("--packets", choices=PACKET_CHOICES, default="best-effort")
-    ev.add_argument("--size", type=_size, default=524_288)
-    ev.add_argument("--local", action="store_true", help="build on the host, not in the image")
-    ev.add_argument("--out", type=Path, default=Path("artifacts"))
-    ev.add_argument("--timeout", type=float, default=30.0, help="per-invocation limit, s")
-    ev.add_argument("--skip-calibration", action="store_true", help=argparse.SUPPRESS)
-    return parser
+__all__ = ["build_parser", "main"]
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
     from lab.reports.console import print_summary
 
+    human = _human(args, console)
     request = RunRequest(
         names=list(args.scenarios),
         everything=args.all,
@@ -191,11 +46,18 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         shard=args.shard,
         run_id=args.run_id,
     )
-    outcome = execute(request, say=lambda msg: console.print(msg, highlight=False))
-    print_summary(outcome.result, console)
-    console.print(f"Run directory: {outcome.run_dir}")
+    outcome = execute(request, say=lambda msg: human.print(msg, highlight=False))
+    print_summary(outcome.result, human)
+    human.print(f"Run directory: {outcome.run_dir}")
     if outcome.archive is not None:
-        print_archive(outcome.archive, console)
+        print_archive(outcome.archive, human)
+    if args.json:
+        from lab.reports.summary import run_summary
+
+        _emit_json(
+            run_summary(outcome.result, run_dir=outcome.run_dir, archive=outcome.archive),
+            schema="run-summary",
+        )
     return 0 if outcome.result.calibrated else 1
 
 
@@ -258,7 +120,12 @@ def _human(args: argparse.Namespace, console: Console) -> Console:
     return Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 120)
 
 
-def _emit_json(document: object) -> None:
+def _emit_json(document: dict[str, Any], *, schema: str | None = None) -> None:
+    """The one JSON document on stdout; ``schema`` names the lab/schemas/ file it must match."""
+    if schema is not None:
+        from lab.schemas import validate_document
+
+        validate_document(document, schema)
     sys.stdout.write(json.dumps(document, indent=2, sort_keys=True) + "\n")
     sys.stdout.flush()
 
@@ -362,14 +229,32 @@ def evaluation_request(args: argparse.Namespace) -> EvaluationRequest:
 def cmd_evaluate(args: argparse.Namespace, console: Console) -> int:
     from lab.evaluate import judge
 
+    human = _human(args, console)
     outcome = judge.execute(
-        evaluation_request(args), say=lambda msg: console.print(msg, highlight=False)
+        evaluation_request(args), say=lambda msg: human.print(msg, highlight=False)
     )
     if outcome.evaluation is not None:
-        print_evaluation(outcome.evaluation, console)
+        print_evaluation(outcome.evaluation, human)
     if outcome.archive is not None:
-        print_archive(outcome.archive, console)
+        print_archive(outcome.archive, human)
+    if args.json:
+        from lab.reports.summary import evaluation_summary
+
+        document = evaluation_summary(
+            exit_status=outcome.exit_status,
+            evaluation=outcome.evaluation,
+            result=outcome.result,
+            run_dir=outcome.run_dir,
+            archive=outcome.archive,
+        )
+        _emit_json(document, schema="evaluation-summary")
     return outcome.exit_status
+
+
+def cmd_completion(args: argparse.Namespace, console: Console) -> int:
+    sys.stdout.write(completion_script(args.shell))
+    sys.stdout.flush()
+    return 0
 
 
 def print_evaluation(evaluation: Evaluation, console: Console) -> None:
@@ -415,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
         "keys": cmd_keys,
         "merge": cmd_merge,
         "evaluate": cmd_evaluate,
+        "completion": cmd_completion,
     }
     try:
         return handlers[args.command](args, console)

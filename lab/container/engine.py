@@ -4,6 +4,8 @@ starting its daemon, and following a ``docker`` command's output as it comes.
     ctx = Context.for_repo(Path("."))
     info = ensure_engine(ctx, install=True)     # docker.io installed and dockerd running
     info.server_version
+    engine_plan(EngineState(cli=True, daemon=False, answers=False, root=True, debian=True),
+                install=True)                   # ("install", "start"): the decision alone
 
 All Docker code lives in ``lab/container/``: this module (the engine), ``image.py`` (build,
 inspect, cache), ``run.py`` (``docker run``), ``repro.py`` (two clean builds compared) and
@@ -21,7 +23,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from lab.errors import ContainerError
 from lab.host import procs
@@ -83,25 +85,82 @@ def parse_version(text: str, exit_status: int | None) -> Engine:
     client = str((data.get("Client") or {}).get("Version") or "unknown")
     server = (data.get("Server") or {}).get("Version")
     if exit_status != 0 or not server:
-        raise ContainerError(
-            "the Docker daemon is not reachable (docker version could not reach it); start it "
-            "with 'sudo systemctl start docker', or as root 'dockerd --bridge=none "
-            "--iptables=false &', or run 'invoke lab.run' as root to start it."
-        )
+        raise ContainerError(not_running_message(is_root=os.geteuid() == 0))
     return Engine(client_version=client, server_version=str(server))
 
 
-def missing_engine_message(*, is_root: bool, debian: bool | None = None) -> str:
-    debian = _is_debian() if debian is None else debian
-    if debian:
-        how = "apt-get install docker.io" if is_root else "sudo apt-get install docker.io"
+def not_running_message(*, is_root: bool) -> str:
+    """dockerd is installed but does not answer: how to start it, as this user."""
+    if is_root:
         return (
-            f"Docker is not installed; install it with '{how}' (or run 'invoke lab.run' as root)."
+            "the Docker daemon is not reachable (docker version could not reach it); start it "
+            "with 'systemctl start docker' or 'dockerd --bridge=none --iptables=false &'."
         )
     return (
-        "Docker is not installed; install Docker Engine (the docker CLI and dockerd, "
+        "the Docker daemon is not reachable (docker version could not reach it); start it "
+        "with 'sudo systemctl start docker', or run 'invoke lab.run' as root, which starts dockerd."
+    )
+
+
+def missing_engine_message(*, is_root: bool, debian: bool | None = None, cli: bool = False) -> str:
+    """One sentence naming what to install: the whole engine, or (``cli``: the docker
+    command is there) the daemon it talks to."""
+    debian = _is_debian() if debian is None else debian
+    what = (
+        "the Docker daemon (dockerd) is not installed, only the docker command"
+        if cli
+        else "Docker is not installed"
+    )
+    if debian:
+        how = "apt-get install docker.io" if is_root else "sudo apt-get install docker.io"
+        also = "" if is_root else " (or run 'invoke lab.run' as root, which installs it)"
+        return f"{what}; install it with '{how}'{also}."
+    return (
+        f"{what}; install Docker Engine (dockerd and the docker command, "
         "https://docs.docker.com/engine/install/), or run 'invoke lab.run --local' on the host."
     )
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineState:
+    """What this machine has of a Docker engine, as :func:`engine_plan` needs it."""
+
+    #: the docker command is on PATH
+    cli: bool
+    #: dockerd is on PATH
+    daemon: bool
+    #: ``docker version`` reached a daemon
+    answers: bool
+    root: bool
+    debian: bool
+
+
+Step = Literal["install", "start"]
+
+
+def engine_plan(state: EngineState, *, install: bool) -> tuple[Step, ...]:
+    """What :func:`ensure_engine` does to get an engine that answers, or the one sentence
+    saying what the user must install or start where the lab may not (not root, not Debian,
+    or ``install`` not asked for).
+
+    As root on Debian with ``install``: a missing docker command *or* a missing daemon
+    (a machine with the CLI only) installs docker.io, and a daemon that does not answer is
+    started. Never "run as root" to a user who is root.
+    """
+    if state.answers:
+        return ()
+    allowed = install and state.root
+    steps: list[Step] = []
+    if not (state.cli and state.daemon):
+        if not (allowed and state.debian):
+            raise ContainerError(
+                missing_engine_message(is_root=state.root, debian=state.debian, cli=state.cli)
+            )
+        steps.append("install")
+    elif not allowed:
+        raise ContainerError(not_running_message(is_root=state.root))
+    steps.append("start")
+    return tuple(steps)
 
 
 def _is_debian(os_release: Path = Path("/etc/os-release")) -> bool:
@@ -113,30 +172,50 @@ def _is_debian(os_release: Path = Path("/etc/os-release")) -> bool:
 
 
 def ensure_engine(ctx: Context, *, install: bool = False) -> Engine:
-    """An engine that answers; as root on Debian, install docker.io and start the daemon."""
-    is_root = os.geteuid() == 0
-    if procs.which("docker") is None:
-        if not (install and is_root and _is_debian()):
-            raise ContainerError(missing_engine_message(is_root=is_root))
-        ctx.echo("Docker is not installed: installing the Debian package docker.io.\n")
-        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        for argv in (["apt-get", "update"], ["apt-get", "install", "-y", "docker.io"]):
-            procs.run(
-                argv,
-                purpose="install docker.io",
-                log=ctx.log,
-                env=env,
-                timeout=1200,
-                stdout=ctx.image_dir / "apt.log",
-                stderr=ctx.image_dir / "apt.err",
-            )
-    try:
-        return engine(ctx)
-    except ContainerError:
-        if not (install and is_root and procs.which("dockerd")):
-            raise
+    """An engine that answers; as root on Debian, install docker.io and start the daemon
+    (the decision is :func:`engine_plan`)."""
+    cli = procs.which("docker") is not None
+    found: Engine | None = None
+    if cli:
+        try:
+            found = engine(ctx)
+        except ContainerError:
+            found = None
+    state = EngineState(
+        cli=cli,
+        daemon=procs.which("dockerd") is not None,
+        answers=found is not None,
+        root=os.geteuid() == 0,
+        debian=_is_debian(),
+    )
+    steps = engine_plan(state, install=install)
+    if found is not None:
+        return found
+    if "install" in steps:
+        install_docker_io(ctx, cli=state.cli)
+        try:
+            return engine(ctx)  # the package's own service may have started it
+        except ContainerError:
+            pass
     start_daemon(ctx)
     return engine(ctx)
+
+
+def install_docker_io(ctx: Context, *, cli: bool) -> None:
+    """``apt-get install docker.io``: the daemon, and the docker command if it was missing."""
+    what = "the Docker daemon is not installed" if cli else "Docker is not installed"
+    ctx.echo(f"{what[0].upper()}{what[1:]}: installing the Debian package docker.io.\n")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for argv in (["apt-get", "update"], ["apt-get", "install", "-y", "docker.io"]):
+        procs.run(
+            argv,
+            purpose="install docker.io",
+            log=ctx.log,
+            env=env,
+            timeout=1200,
+            stdout=ctx.image_dir / "apt.log",
+            stderr=ctx.image_dir / "apt.err",
+        )
 
 
 def start_daemon(ctx: Context, *, timeout_s: float = 60.0) -> None:

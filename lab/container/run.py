@@ -23,6 +23,7 @@ from lab.container.engine import Context, Engine, ensure_engine, follow, write_j
 from lab.container.image import ensure_image, git_revision
 from lab.errors import ContainerError
 from lab.host import capabilities, procs
+from lab.host.identity import git_repository
 
 #: where the repository's artifacts directory appears inside the container
 CONTAINER_ARTIFACTS = "/lab/artifacts"
@@ -209,6 +210,9 @@ def container_options(
     commit = git_revision(ctx)
     if commit:
         env["LAB_GIT_COMMIT"] = commit
+    repository = git_repository()  # the provenance's source URI (CI names it; else none)
+    if repository:
+        env["LAB_GIT_REPOSITORY"] = repository
     if os.environ.get("SOURCE_DATE_EPOCH"):
         env["SOURCE_DATE_EPOCH"] = os.environ["SOURCE_DATE_EPOCH"]
     return RunOptions(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,11 @@ PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
 BUILD_TYPE = "https://execution-evidence-lab.dev/buildtypes/lab-run/v1"
 #: the builder when the lab runs on a developer's machine (CI passes its own id)
 LOCAL_BUILDER_ID = "https://execution-evidence-lab.dev/builders/local/v1"
+#: run options the statement carries elsewhere, never twice: the scenario list is
+#: ``externalParameters.scenarios`` and the lab version ``runDetails.builder.version.lab``
+_CARRIED_ELSEWHERE = frozenset({"scenarios", "lab_version"})
+#: RFC 3986 section 3.1: a URI starts with a scheme, then ":"
+_URI_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:[^\s]+$")
 
 
 def pae(payload_type: str, body: bytes) -> bytes:
@@ -60,6 +66,7 @@ class ProvenanceInputs:
     #: relative path and SHA-256 of the client binary that was judged
     client_path: str | None = None
     client_digest: str | None = None
+    #: ``uname -r`` (``platform.release()``): the kernel release the tracers used
     kernel: str | None = None
     tool_versions: Mapping[str, str] = field(default_factory=dict)
     lab_version: str | None = None
@@ -78,18 +85,32 @@ def _digest_map(digest: str) -> dict[str, str]:
     return {algorithm: value}
 
 
+def is_uri(text: str) -> bool:
+    """An absolute URI (RFC 3986: a scheme, a colon, no white space)."""
+    return bool(_URI_SCHEME.match(text))
+
+
+def source_uri(repository: str | None, commit: str) -> str | None:
+    """The SLSA form of a git source, ``git+https://host/owner/repo@<commit>``, or ``None``
+    when the repository has no URI (a local clone): a ResourceDescriptor may omit ``uri``
+    when it has a ``digest``, and a made-up one ("git+local@...") is no URI at all."""
+    if not repository:
+        return None
+    repo = repository if repository.startswith("git+") else f"git+{repository}"
+    uri = f"{repo}@{commit}"
+    return uri if is_uri(repo) and "://" in repo else None
+
+
 def resolved_dependencies(inputs: ProvenanceInputs) -> list[dict[str, Any]]:
     deps: list[dict[str, Any]] = []
     if inputs.git_commit:
-        repo = inputs.git_repository or "git+local"
-        deps.append(
-            {
-                "name": "source",
-                "uri": f"{repo}@{inputs.git_commit}",
-                "digest": {"gitCommit": inputs.git_commit},
-                "annotations": {"dirty": inputs.git_dirty},
-            }
-        )
+        source: dict[str, Any] = {"name": "source"}
+        uri = source_uri(inputs.git_repository, inputs.git_commit)
+        if uri is not None:
+            source["uri"] = uri
+        source["digest"] = {"gitCommit": inputs.git_commit}
+        source["annotations"] = {"dirty": inputs.git_dirty}
+        deps.append(source)
     if inputs.image_digest:
         name = inputs.image_name or "lab"
         deps.append(
@@ -139,7 +160,9 @@ def build_statement(
                 "buildType": BUILD_TYPE,
                 "externalParameters": {
                     "scenarios": list(inputs.scenarios),
-                    "options": dict(inputs.options),
+                    "options": {
+                        k: v for k, v in inputs.options.items() if k not in _CARRIED_ELSEWHERE
+                    },
                 },
                 "internalParameters": internal,
                 "resolvedDependencies": resolved_dependencies(inputs),

@@ -28,6 +28,7 @@ from lab.evidence.checks import (
     VerifyReport,
     checksum_checks,
     provenance_checks,
+    results_schema_check,
     signature_checks,
     structure_checks,
 )
@@ -74,6 +75,7 @@ def inspect_archive(
     if scan.limit_error is not None:
         return report  # the scan stopped early; the remaining checks would mislead
     listed = checksum_checks(report, scan, files)
+    results_schema_check(report, files, listed)
     key = signature_checks(report, scan, pubkey)
     # after the signatures: a forged list fails there first
     other_form_checks(report, scan, key, listed)

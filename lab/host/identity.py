@@ -39,6 +39,19 @@ def git_commit(repo: Path) -> str | None:
     return text or None
 
 
+def git_repository(env: dict[str, str] | None = None) -> str | None:
+    """The lab's repository as a URL, when the builder says so: ``LAB_GIT_REPOSITORY``, or
+    GitHub Actions' ``GITHUB_SERVER_URL``/``GITHUB_REPOSITORY``. Never ``git remote``: a
+    remote URL may carry credentials, and a local clone has no URL a reader could fetch."""
+    env = dict(os.environ) if env is None else env
+    if env.get("LAB_GIT_REPOSITORY"):
+        return env["LAB_GIT_REPOSITORY"]
+    server, name = env.get("GITHUB_SERVER_URL"), env.get("GITHUB_REPOSITORY")
+    if server and name:
+        return f"{server.rstrip('/')}/{name}"
+    return None
+
+
 def git_dirty(repo: Path) -> bool | None:
     if procs.which("git") is None or not (repo / ".git").exists():
         return None
@@ -81,7 +94,9 @@ def environment(repo: Path, client: Path, facts: dict[str, Any]) -> dict[str, An
     return {
         "git_commit": git_commit(repo),
         "git_dirty": git_dirty(repo),
-        "kernel": f"{uname.system} {uname.release} {uname.machine}",
+        # what `uname -r` prints (docs/build-type.md); the architecture is its own field
+        "kernel": uname.release,
+        "machine": uname.machine,
         "cpu_model": facts.get("cpu_model"),
         "python": platform.python_version(),
         "client_sha256": sha256_file(client) if client.is_file() else None,

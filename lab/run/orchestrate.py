@@ -33,7 +33,7 @@ from lab.run.options import check_run_options
 from lab.run.plan import Plan
 from lab.run.runner import Runner
 from lab.sandbox import Sandbox, SandboxSettings
-from lab.schemas import validate_results
+from lab.schemas import RESULTS_SCHEMA_FILE, schema_bytes, validate_results
 
 REPO = Path(__file__).resolve().parents[2]
 COLLECTOR_CHOICES = ("none", *PROCESS_COLLECTORS, "all")
@@ -109,9 +109,12 @@ def _copy_inputs(run_dir: Path, chosen: list[scenario.Scenario], probes_dir: Pat
 
 
 def write_results(run: RunResult, run_dir: Path) -> None:
-    document = run.to_dict()
+    """``results.json``, validated, naming in ``$schema`` the schema shipped beside it (so
+    the archive's checksums and signature cover the schema it claims to match)."""
+    document = {"$schema": RESULTS_SCHEMA_FILE, **run.to_dict()}
     validate_results(document)
     text = json.dumps(document, indent=2, sort_keys=True) + "\n"
+    (run_dir / RESULTS_SCHEMA_FILE).write_bytes(schema_bytes(RESULTS_SCHEMA_FILE))
     (run_dir / "results.json").write_text(text, encoding="utf-8")
 
 
@@ -432,6 +435,7 @@ def finish(
         options=result.options,
         image_name=image.get("name"),
         image_digest=image.get("digest"),
+        git_repository=identity.git_repository(),
         git_commit=env.get("git_commit"),
         git_dirty=env.get("git_dirty"),
         client_path=env.get("client"),

@@ -2,6 +2,7 @@
 scenario files it reads (validated after the loader's own checks).
 
 validate_results(run.to_dict())                        # SchemaError naming the failing path
+validate_document(summary, "run-summary")              # the --json outputs of run, evaluate
 validate_scenario(data, Path("scenarios/x.yaml"))      # ScenarioError naming the file and key
 """
 
@@ -17,11 +18,18 @@ import jsonschema
 
 from lab.errors import ScenarioError, SchemaError
 
+#: the schema every run ships beside its results.json, which names it in ``$schema``
+RESULTS_SCHEMA_FILE = "results.schema.json"
+
+
+def schema_bytes(name: str) -> bytes:
+    """A schema file exactly as the package ships it (copied into every run directory)."""
+    return resources.files(__package__).joinpath(name).read_bytes()
+
 
 @cache
 def _schema(name: str) -> dict[str, Any]:
-    text = resources.files(__package__).joinpath(name).read_text("utf-8")
-    schema: dict[str, Any] = json.loads(text)
+    schema: dict[str, Any] = json.loads(schema_bytes(name).decode("utf-8"))
     return schema
 
 
@@ -42,6 +50,23 @@ def validate_results(document: dict[str, Any]) -> None:
         where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
         raise SchemaError(
             f"results.json does not match lab/schemas/results.schema.json at '{where}': "
+            f"{error.message}; this is a bug in the lab, please report it."
+        )
+
+
+#: the ``--json`` documents with a schema here (``<name>.schema.json``)
+SUMMARY_SCHEMAS = ("run-summary", "evaluation-summary")
+
+
+def validate_document(document: dict[str, Any], name: str) -> None:
+    """Raise ``SchemaError`` when a ``--json`` document breaks ``<name>.schema.json``."""
+    schema = _schema(f"{name}.schema.json")
+    validator = jsonschema.Draft202012Validator(schema)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(document))
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
+        raise SchemaError(
+            f"the --json document does not match lab/schemas/{name}.schema.json at '{where}': "
             f"{error.message}; this is a bug in the lab, please report it."
         )
 

@@ -15,6 +15,16 @@ from tests.conftest import require
 
 WORKFLOWS = Path(__file__).resolve().parents[2] / ".github" / "workflows"
 FILES = [WORKFLOWS / "ci.yml", WORKFLOWS / "publish.yml", WORKFLOWS / "shards.yml"]
+#: what publish.yml attests and releases beside <run-id>.tar.gz (and the archive itself, "")
+BESIDE = (
+    "",
+    ".sha256",
+    ".sha256.sig",
+    ".SHA256SUMS",
+    ".SHA256SUMS.sig",
+    ".SHA256SUMS.signify",
+    ".SHA256SUMS.gnu",
+)
 PINNED = re.compile(r"^[\w.-]+/[\w.-]+(/[\w./-]+)?@[0-9a-f]{40}$")
 
 
@@ -80,11 +90,22 @@ def test_publish_signs_attests_and_releases() -> None:
         "attestations": "write",
         "contents": "read",
     }
-    assert any("attest-build-provenance" in s.get("uses", "") for s in attest["steps"])
+    step = next(s for s in attest["steps"] if "attest-build-provenance" in s.get("uses", ""))
+    # the archive and every checksum and signature file beside it are attested subjects,
+    # uploaded by the evidence job and attached to the release
+    subjects = step["with"]["subject-path"].split()
+    beside = [f"*.tar.gz{suffix}" for suffix in BESIDE]
+    assert subjects == [f"evidence/{name}" for name in beside]
+    upload = next(s for s in jobs["evidence"]["steps"] if "upload-artifact" in s.get("uses", ""))
+    assert [f"artifacts/{name}" for name in beside] == upload["with"]["path"].split()[:-1]
+    copy = next(s for s in jobs["evidence"]["steps"] if "SHA256SUMS.signify" in s.get("run", ""))
+    assert '"$ARCHIVE.$member"' in copy["run"]
     release = jobs["release"]
     assert release["permissions"] == {"contents": "write"}
     script = release["steps"][-1]["run"]
-    assert "gh release upload" in script and "SHA256SUMS.sig" in script
+    assert "gh release upload" in script
+    for suffix in BESIDE:
+        assert f'"$archive{suffix}"' in script, suffix
     # The signing secret reaches only the job that signs.
     for name, job in jobs.items():
         if name != "evidence":

@@ -54,7 +54,8 @@ INPUTS = ProvenanceInputs(
 )
 #: the run's own files; write_archive adds the signing files
 RUN_FILES = {
-    "results.json": b'{"schema_version": 1}',
+    "results.json": b'{"$schema": "results.schema.json", "schema_version": 1}',
+    "results.schema.json": b'{"type": "object"}',
     "report.md": b"# Report\n",
     "baseline/r1/none/inv1/client.stdout": b'{"event": "complete", "status": "ok"}\n',
     "baseline/r1/none/capture.pcap": bytes(range(256)) * 8,
@@ -166,6 +167,7 @@ def test_good_archive_passes_every_check(good: ArchiveInfo, pubkey: Path) -> Non
         "provenance signature",
         "provenance subjects",
         "provenance build type",
+        "results schema",
     }
     assert report.run_id == "run-1"
     assert report.ephemeral is False and report.trusted_key
@@ -176,7 +178,7 @@ def test_good_archive_passes_every_check(good: ArchiveInfo, pubkey: Path) -> Non
         "name": "archive readable",
         "status": "PASS",
         "expected": "a complete gzip-compressed tar archive",
-        "found": "16 members",
+        "found": "17 members",
         "message": None,
     }
 
@@ -603,7 +605,7 @@ def test_cli_prints_every_check(good: ArchiveInfo, pubkey: Path) -> None:
     console = Console(record=True, width=200)
     assert _cli_verify(good.path, pubkey, console) == 0
     text = console.export_text()
-    assert text.count("PASS") == 15 and "FAIL" not in text
+    assert text.count("PASS") == 16 and "FAIL" not in text
     assert "authenticity established for that key" in text
     assert "512 MiB each, 2 GiB in total" in text
 
@@ -619,7 +621,7 @@ def test_cli_prints_the_whole_table_then_raises_the_first_failure(
     with pytest.raises(VerificationError, match=r"report\.md does not match SHA256SUMS"):
         _cli_verify(tampered(good, tmp_path, damage), pubkey, console)
     text = console.export_text()
-    assert "FAIL" in text and text.count("PASS") == 13  # every check, not only the first failure
+    assert "FAIL" in text and text.count("PASS") == 14  # every check, not only the first failure
     assert "OK" not in text
 
 

@@ -104,7 +104,7 @@ def test_a_fifo_is_refused_without_blocking(unpacked: Path, good: tuple[ArchiveI
         ("report.md", "run-1/report.md does not match SHA256SUMS"),
         (CHECKSUMS_SIGNIFY, "SHA256SUMS.signify does not verify"),
         (CHECKSUMS_GNU, "run-1/SHA256SUMS.gnu does not match SHA256SUMS"),
-        (CHECKSUMS, "run-1/results.json does not match SHA256SUMS"),  # its last line
+        (CHECKSUMS, "run-1/results.schema.json does not match SHA256SUMS"),  # its last line
     ],
 )
 def test_tampered_directory_is_refused_in_one_sentence(

@@ -25,8 +25,8 @@ from lab.evidence.verify import verify_archive
 from lab.judge.aggregate import aggregate
 from lab.merge.combine import MergeRequest, merge
 from lab.model import RunResult
+from lab.run.orchestrate import write_results
 from lab.run.shard import ShardSpec, Unit, shard_record, shard_run_id, work_units
-from lab.schemas import validate_results
 from tests.unit.reports.reports_sample import build_sample_run
 
 Mutate = Callable[[RunResult], None]
@@ -58,9 +58,7 @@ def make_shard(
         unit.mkdir(parents=True)
         (unit / "result.json").write_text(json.dumps(s.to_dict(), sort_keys=True))
     (run_dir / "timeline.jsonl").write_text(json.dumps({"ts": 1, "source": "lab"}) + "\n")
-    document = run.to_dict()
-    validate_results(document)
-    (run_dir / "results.json").write_text(json.dumps(document, sort_keys=True))
+    write_results(run, run_dir)  # results.json and the results.schema.json it names
     inputs = ProvenanceInputs(
         run_id=run.run_id, started_on=run.started_at, finished_on=run.finished_at, scenarios=[]
     )

@@ -15,6 +15,7 @@ from lab.host import doctor
 from lab.model import ObserverStatus, RunResult
 from lab.run import orchestrate
 from lab.run.orchestrate import RunRequest, archived_files, plan_passes, setup, write_results
+from tests.conftest import ROOT
 from tests.unit.reports.reports_sample import build_sample_run
 
 UP = ObserverStatus(True)
@@ -142,8 +143,13 @@ def test_results_are_validated_then_written_sorted(tmp_path: Path) -> None:
     run = build_sample_run()
     write_results(run, tmp_path)
     text = (tmp_path / "results.json").read_text()
-    assert text.endswith("}\n") and json.loads(text) == json.loads(json.dumps(run.to_dict()))
+    document = json.loads(text)
+    # it names the schema it matches, shipped beside it byte for byte
+    assert document.pop("$schema") == "results.schema.json"
+    assert text.endswith("}\n") and document == json.loads(json.dumps(run.to_dict()))
     assert text == json.dumps(json.loads(text), indent=2, sort_keys=True) + "\n"
+    shipped = ROOT / "lab" / "schemas" / "results.schema.json"
+    assert (tmp_path / "results.schema.json").read_bytes() == shipped.read_bytes()
 
 
 def test_an_invalid_document_is_never_written(tmp_path: Path) -> None:

@@ -206,3 +206,20 @@ def test_schema_names_what_the_code_knows() -> None:
     verdicts = props["expect"]["properties"]["verdicts"]
     assert verdicts["required"] == list(CLAUSES)
     assert next(iter(verdicts["patternProperties"].values()))["enum"] == list(OUTCOMES)
+
+
+#: an editor's YAML language server reads the first line; the lab's loader ignores it
+SCHEMA_LINE = "# yaml-language-server: $schema="
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_shipped_scenario_names_the_schema_the_loader_uses(path: Path) -> None:
+    first = path.read_text().splitlines()[0]
+    assert first.startswith(SCHEMA_LINE), f"{path}: first line must be '{SCHEMA_LINE}…'"
+    target = (path.parent / first.removeprefix(SCHEMA_LINE)).resolve()
+    assert target == ROOT / "lab" / "schemas" / "scenario.schema.json"
+    assert json.loads(target.read_text()) == scenario_schema()  # the loader's own schema
+
+
+def test_the_shipped_set_is_all_of_them() -> None:
+    assert len([p for p in SHIPPED if "candidate" in p.parts]) >= 4 and len(SHIPPED) >= 12

@@ -1,0 +1,354 @@
+"""The command line's grammar: every subcommand and option of ``python -m lab``, each with
+its help text, ``prog`` taken from the name the lab was invoked by, and the shell completion
+script (shtab) generated from this same parser.
+
+    parser = build_parser()                    # prog: "python -m lab" or the script's name
+    args = parser.parse_args(["run", "baseline", "--json"])
+    print(completion_script("bash"))           # python -m lab completion bash
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from lab import __version__
+from lab.errors import LabError
+from lab.run.orchestrate import COLLECTOR_CHOICES, PACKET_CHOICES, SANDBOX_CHOICES
+from lab.run.shard import ShardSpec
+
+#: the shells ``lab completion`` writes a script for (shtab supports them all)
+COMPLETION_SHELLS = ("bash", "zsh", "tcsh")
+#: the command a completion script completes: the console script ``pip install`` puts on
+#: PATH (a shell completes one word, never "python -m lab")
+COMPLETION_COMMAND = "lab"
+#: shtab's completers for paths (the strings it documents as shtab.FILE and shtab.DIRECTORY)
+_FILE = {"bash": "_shtab_compgen_files", "zsh": "_files", "tcsh": "f"}
+_DIRECTORY = {"bash": "_shtab_compgen_dirs", "zsh": "_files -/", "tcsh": "d"}
+
+
+def prog_name(argv0: str | None = None) -> str:
+    """How the user invoked the lab: ``python -m lab`` (``lab/__main__.py``), or the name
+    of the console script (``lab``, or whatever a wrapper was called)."""
+    argv0 = sys.argv[0] if argv0 is None else argv0
+    name = os.path.basename(argv0)
+    if not name or name in ("__main__.py", "-c") or name.endswith(".py"):
+        return "python -m lab"
+    return name
+
+
+def _size(text: str) -> int:
+    units = {"k": 1024, "m": 1024**2, "g": 1024**3}
+    t = text.strip().lower().removesuffix("ib").removesuffix("b")
+    mult = units.get(t[-1:], 1)
+    if t[-1:] in units:
+        t = t[:-1]
+    try:
+        value = int(t) * mult
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a size (e.g. 524288, 512K, 8M)"
+        ) from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("size must be at least 1 byte")
+    return value
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _shard(text: str) -> ShardSpec:
+    try:
+        return ShardSpec.parse(text)
+    except LabError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _path(action: argparse.Action, *, directory: bool = False) -> None:
+    """Tell the completion script that this option takes a file (or a directory)."""
+    action.complete = _DIRECTORY if directory else _FILE  # type: ignore[attr-defined]
+
+
+def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    run = sub.add_parser("run", help="run scenarios and write a signed evidence archive")
+    run.add_argument(
+        "scenarios",
+        nargs="*",
+        metavar="SCENARIO",
+        help="scenario names (scenarios/NAME.yaml); or --all",
+    )
+    run.add_argument("--all", action="store_true", help="run every scenario in scenarios/")
+    run.add_argument(
+        "--collector",
+        choices=COLLECTOR_CHOICES,
+        default="none",
+        help="the process observer of the extra pass beside the untraced one (default none; "
+        "all: every one available here)",
+    )
+    run.add_argument(
+        "--packets",
+        choices=PACKET_CHOICES,
+        default="off",
+        help="tcpdump beside every pass: off (default), best-effort (recorded as not observed "
+        "when tcpdump cannot run), required (refuse to start without it)",
+    )
+    run.add_argument(
+        "--repetitions",
+        type=_positive,
+        default=1,
+        help="repetitions of every scenario (default 1: capability; 3 or more: reliability k/N)",
+    )
+    run.add_argument("--size", type=_size, default=524_288, help="source size (default 512K)")
+    _path(
+        run.add_argument(
+            "--out",
+            type=Path,
+            default=Path("artifacts"),
+            help="where the run directory and its archive go (default artifacts/)",
+        ),
+        directory=True,
+    )
+    _path(
+        run.add_argument(
+            "--client", type=Path, default=None, help="client binary (default native/)"
+        )
+    )
+    run.add_argument(
+        "--timeout", type=float, default=120.0, help="per-invocation limit, s (default 120)"
+    )
+    run.add_argument("--no-archive", action="store_true", help="skip signing and packing")
+    _path(
+        run.add_argument(
+            "--scenario-dir",
+            type=Path,
+            default=None,
+            help="directory of scenario files (scenarios/)",
+        ),
+        directory=True,
+    )
+    run.add_argument(
+        "--sandbox",
+        choices=SANDBOX_CHOICES,
+        default="required",
+        help="required (default): every client invocation runs in the sandbox, and the run "
+        "refuses to start without it; off: the client runs as this user, uncontained, and the "
+        "clauses it could forge (C1, C3, C5, C6) cannot pass",
+    )
+    run.add_argument(
+        "--shard",
+        type=_shard,
+        default=None,
+        metavar="I/N",
+        help="run only shard I of N of the scenario × repetition units (merge the N signed "
+        "archives with 'lab merge')",
+    )
+    run.add_argument(
+        "--run-id",
+        default=None,
+        help="the run id (with --shard: the id every shard shares; default: derived from the "
+        "inputs, the same on every machine)",
+    )
+    run.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON document on stdout (the verdict summary: run id, what the exit "
+        "status means, calibration counts, per-scenario reliability, the "
+        "archive, its SHA-256 and the signing key id); the human text on stderr",
+    )
+
+
+def _add_evaluate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    ev = sub.add_parser("evaluate", help="judge a candidate client against the contract")
+    what = ev.add_mutually_exclusive_group(required=True)
+    _path(
+        what.add_argument(
+            "--patch",
+            type=Path,
+            help="a patch to the client in native/ (applied with patch -p1 to a copy)",
+        )
+    )
+    _path(
+        what.add_argument(
+            "--source-dir", type=Path, help="a client source tree whose Makefile builds it"
+        ),
+        directory=True,
+    )
+    _path(what.add_argument("--binary", type=Path, help="a prebuilt client executable"))
+    ev.add_argument(
+        "--repetitions",
+        type=_positive,
+        default=3,
+        help="repetitions of every contract condition (default 3)",
+    )
+    ev.add_argument(
+        "--timing-runs",
+        type=_positive,
+        default=20,
+        help="untraced timing rounds, candidate and baseline alternated (default 20)",
+    )
+    ev.add_argument(
+        "--collector",
+        choices=COLLECTOR_CHOICES,
+        default="all",
+        help="the process observers of the judged passes (default all: every one available)",
+    )
+    ev.add_argument(
+        "--packets",
+        choices=PACKET_CHOICES,
+        default="best-effort",
+        help="tcpdump beside every pass (default best-effort)",
+    )
+    ev.add_argument("--size", type=_size, default=524_288, help="source size (default 512K)")
+    ev.add_argument("--local", action="store_true", help="build on the host, not in the image")
+    _path(
+        ev.add_argument(
+            "--out",
+            type=Path,
+            default=Path("artifacts"),
+            help="where the run directory and its archive go (default artifacts/)",
+        ),
+        directory=True,
+    )
+    ev.add_argument(
+        "--timeout", type=float, default=30.0, help="per-invocation limit, s (default 30)"
+    )
+    ev.add_argument("--skip-calibration", action="store_true", help=argparse.SUPPRESS)
+    ev.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON document on stdout (the candidate's status, k/N per clause, the "
+        "timing ratio, the archive, its SHA-256 and the signing key id); the human text on "
+        "stderr",
+    )
+
+
+def _add_verify(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    verify = sub.add_parser(
+        "verify", help="verify an evidence archive, or an unpacked run directory in place"
+    )
+    _path(
+        verify.add_argument(
+            "archive",
+            type=Path,
+            metavar="ARCHIVE|DIR",
+            help="a run's .tar.gz, or the directory it unpacks to (no symbolic link is followed)",
+        )
+    )
+    _path(
+        verify.add_argument(
+            "--pubkey",
+            type=Path,
+            default=None,
+            help="the signer's public key you trust (signify lab.pub or PEM); without it, the "
+            "embedded lab.pub proves integrity only",
+        )
+    )
+    verify.add_argument("--selftest", action="store_true", help="show tampering being caught")
+    verify.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON document on stdout (its 'ok' is the verdict); the table on stderr",
+    )
+
+
+def _add_doctor(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    doctor = sub.add_parser("doctor", help="which observers work on this machine, and why not")
+    doctor.add_argument(
+        "--json", action="store_true", help="one JSON document on stdout; the table on stderr"
+    )
+    doctor.add_argument("--no-mount", action="store_true", help="do not mount tracefs/debugfs")
+
+
+def _add_merge_keys(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    merge = sub.add_parser(
+        "merge", help="verify the shard archives of one run and merge them into one signed run"
+    )
+    _path(
+        merge.add_argument(
+            "archives",
+            nargs="+",
+            type=Path,
+            metavar="SHARD.tar.gz",
+            help="every shard archive of the run (lab run --shard I/N)",
+        )
+    )
+    _path(
+        merge.add_argument(
+            "--pubkey",
+            type=Path,
+            required=True,
+            help="the public key every shard must be signed with",
+        )
+    )
+    _path(
+        merge.add_argument(
+            "--out",
+            type=Path,
+            default=Path("artifacts"),
+            help="where the merged run directory and its archive go (default artifacts/)",
+        ),
+        directory=True,
+    )
+    merge.add_argument("--no-archive", action="store_true", help="skip signing and packing")
+
+    keys = sub.add_parser("keys", help="signing keys")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    gen = keys_sub.add_parser("generate", help="generate an Ed25519 signing key pair")
+    _path(
+        gen.add_argument(
+            "--out",
+            type=Path,
+            required=True,
+            help="directory for lab.sec (mode 0600), lab.pub and lab.pub.pem",
+        ),
+        directory=True,
+    )
+    gen.add_argument("--force", action="store_true", help="overwrite existing key files")
+
+
+def _add_completion(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    completion = sub.add_parser(
+        "completion",
+        help=f"print a shell completion script for the '{COMPLETION_COMMAND}' command",
+        description=f"Print a completion script for the '{COMPLETION_COMMAND}' console script "
+        f'(pip install puts it on PATH), e.g. eval "$(python -m lab completion bash)".',
+    )
+    completion.add_argument("shell", choices=COMPLETION_SHELLS, help="the shell to complete in")
+
+
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog_name() if prog is None else prog,
+        description="Execution Evidence Lab: observe a backup client from outside its own "
+        "logging and judge it against an explicit contract.",
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"lab {__version__}",
+        help="print the lab's version and exit",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_run(sub)
+    _add_doctor(sub)
+    _add_verify(sub)
+    _add_merge_keys(sub)
+    _add_evaluate(sub)
+    _add_completion(sub)
+    return parser
+
+
+def completion_script(shell: str) -> str:
+    """The completion script for ``shell``, generated by shtab from :func:`build_parser`."""
+    import shtab  # only this command needs it
+
+    return str(shtab.complete(build_parser(prog=COMPLETION_COMMAND), shell=shell))

@@ -1,0 +1,173 @@
+"""The provenance's values: a real URI or none, ``uname -r``, the lab version in
+``builder.version``, no field twice; ``results.schema.json`` inside every archive, covered
+by SHA256SUMS and named by ``results.json``'s ``$schema``."""
+
+from __future__ import annotations
+
+import base64
+import json
+import platform
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from lab import __version__
+from lab.evidence.provenance import ProvenanceInputs, build_statement, is_uri, source_uri
+from lab.evidence.verify import inspect_archive
+from lab.host import identity
+from tests.conftest import ROOT
+
+COMMIT = "b" * 40
+
+
+def _inputs(**changes: Any) -> ProvenanceInputs:
+    values: dict[str, Any] = {
+        "run_id": "run-1",
+        "started_on": "2026-01-01T00:00:00Z",
+        "finished_on": "2026-01-01T00:05:00Z",
+        "scenarios": ["baseline", "hash-storm"],
+        "options": {
+            "collector": "none",
+            "scenarios": ["baseline", "hash-storm"],
+            "lab_version": __version__,
+            "repetitions": 1,
+        },
+        "git_commit": COMMIT,
+        "git_dirty": False,
+        "client_path": "backup-client",
+        "client_digest": "c" * 64,
+        "image_digest": "sha256:" + "a" * 64,
+        "kernel": "6.18.0",
+        "lab_version": __version__,
+    }
+    values.update(changes)
+    return ProvenanceInputs(**values)
+
+
+@pytest.mark.parametrize(
+    ("repository", "uri"),
+    [
+        ("https://github.com/owner/lab", f"git+https://github.com/owner/lab@{COMMIT}"),
+        ("git+https://example.org/lab.git", f"git+https://example.org/lab.git@{COMMIT}"),
+        (None, None),
+        ("", None),
+        ("git+local", None),  # what the lab wrote before: no URI at all
+        ("/srv/git/lab", None),
+    ],
+)
+def test_the_source_uri_is_a_uri_or_absent(repository: str | None, uri: str | None) -> None:
+    assert source_uri(repository, COMMIT) == uri
+    source = next(
+        d
+        for d in build_statement({}, _inputs(git_repository=repository))["predicate"][
+            "buildDefinition"
+        ]["resolvedDependencies"]
+        if d["name"] == "source"
+    )
+    assert source.get("uri") == uri and source["digest"] == {"gitCommit": COMMIT}
+
+
+def test_every_uri_in_the_statement_is_one() -> None:
+    statement = build_statement({}, _inputs(git_repository=None))
+    deps = statement["predicate"]["buildDefinition"]["resolvedDependencies"]
+    uris = [d["uri"] for d in deps if "uri" in d]
+    assert uris and all(is_uri(u) for u in uris)
+    assert not any(u.startswith("git+local") for u in uris)
+
+
+def _count_key(value: Any, key: str) -> int:
+    if isinstance(value, dict):
+        return sum((k == key) + _count_key(v, key) for k, v in value.items())
+    if isinstance(value, list):
+        return sum(_count_key(v, key) for v in value)
+    return 0
+
+
+def test_no_field_appears_twice_and_the_version_is_the_builders() -> None:
+    statement = build_statement({}, _inputs())
+    build = statement["predicate"]["buildDefinition"]
+    assert _count_key(statement, "scenarios") == 1
+    assert build["externalParameters"]["scenarios"] == ["baseline", "hash-storm"]
+    assert "lab_version" not in build["externalParameters"]["options"]
+    assert build["externalParameters"]["options"] == {"collector": "none", "repetitions": 1}
+    assert statement["predicate"]["runDetails"]["builder"]["version"] == {"lab": __version__}
+    assert build["internalParameters"]["kernel"] == "6.18.0"
+
+
+def test_the_kernel_is_uname_r(tmp_path: Path) -> None:
+    env = identity.environment(tmp_path, tmp_path / "no-client", {})
+    assert env["kernel"] == platform.release()
+    assert env["machine"] == platform.machine()
+    if shutil.which("uname"):
+        uname_r = subprocess.run(["uname", "-r"], capture_output=True, text=True, check=True)
+        assert env["kernel"] == uname_r.stdout.strip()
+
+
+def test_the_repository_comes_from_the_builder_never_from_git_remote() -> None:
+    github = {"GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "owner/lab"}
+    assert identity.git_repository(github) == "https://github.com/owner/lab"
+    assert identity.git_repository({"LAB_GIT_REPOSITORY": "https://example.org/lab"}) == (
+        "https://example.org/lab"
+    )
+    assert identity.git_repository({}) is None
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("run")
+    argv = ["run", "baseline", "--sandbox", "off", "--collector", "none", "--packets", "off"]
+    done = subprocess.run(
+        [sys.executable, "-m", "lab", *argv, "--json", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return Path(json.loads(done.stdout)["archive"]["path"])
+
+
+def _members(path: Path) -> dict[str, bytes]:
+    with tarfile.open(path, "r:gz") as tar:
+        return {
+            m.name.split("/", 1)[1]: tar.extractfile(m).read()  # type: ignore[union-attr]
+            for m in tar.getmembers()
+            if m.isfile()
+        }
+
+
+def test_the_archive_ships_the_schema_its_results_name(archive: Path) -> None:
+    members = _members(archive)
+    results = json.loads(members["results.json"])
+    assert results["$schema"] == "results.schema.json"
+    shipped = members["results.schema.json"]
+    assert shipped == (ROOT / "lab" / "schemas" / "results.schema.json").read_bytes()
+    jsonschema.Draft202012Validator(json.loads(shipped)).validate(results)
+    assert "SHA256 (results.schema.json) = " in members["SHA256SUMS"].decode()
+    envelope = json.loads(members["provenance.intoto.jsonl"])
+    statement = json.loads(base64.b64decode(envelope["payload"]))
+    assert "results.schema.json" in {s["name"] for s in statement["subject"]}
+    build = statement["predicate"]["buildDefinition"]
+    assert build["internalParameters"]["kernel"] == platform.release()
+    assert _count_key(statement, "scenarios") == 1
+    for dep in build["resolvedDependencies"]:
+        assert "uri" not in dep or is_uri(dep["uri"])
+    report = inspect_archive(archive, pubkey=None)
+    assert report.ok and any(c.name == "results schema" and c.passed for c in report.checks)
+
+
+def test_verify_refuses_a_run_without_its_schema(archive: Path, tmp_path: Path) -> None:
+    with tarfile.open(archive, "r:gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    run_dir = next(p for p in tmp_path.iterdir() if p.is_dir())
+    (run_dir / "results.schema.json").unlink()
+    report = inspect_archive(run_dir, pubkey=None)
+    failed = {c.name: c for c in report.checks if not c.passed}
+    assert "results schema" in failed
+    assert "results.schema.json" in (failed["results schema"].message or "")
