@@ -66,8 +66,9 @@ FONT_DIR = "/usr/share/fonts/truetype/dejavu"
 FONT_PACKAGES: dict[str, str] = {
     f"{FONT_DIR}/DejaVuSans.ttf": "fonts-dejavu-core",
     f"{FONT_DIR}/DejaVuSans-Bold.ttf": "fonts-dejavu-core",
-    f"{FONT_DIR}/DejaVuSans-Oblique.ttf": "fonts-dejavu-core",
-    f"{FONT_DIR}/DejaVuSans-BoldOblique.ttf": "fonts-dejavu-core",
+    # the oblique faces are not in -core (measured: the lab image had no DejaVuSans-Oblique)
+    f"{FONT_DIR}/DejaVuSans-Oblique.ttf": "fonts-dejavu-extra",
+    f"{FONT_DIR}/DejaVuSans-BoldOblique.ttf": "fonts-dejavu-extra",
     f"{FONT_DIR}/DejaVuSansMono.ttf": "fonts-dejavu-core",
 }
 

@@ -1,13 +1,14 @@
 """The PDF report's fonts: DejaVu Sans and DejaVu Sans Mono, embedded as TrueType subsets.
 
     from lab.reports.fonts import SANS, BOLD, MONO, register
-    register()          # idempotent; raises ToolMissingError naming fonts-dejavu-core
+    register()          # idempotent; raises ToolMissingError naming the font package
 
 The 14 standard PDF fonts are never embedded, so a reader's viewer substitutes its own and
 the text a reviewer sees depends on their machine; a font embedded in the file does not.
-The files come from Debian's ``fonts-dejavu-core`` (the one table in
-:mod:`lab.host.tools` names them; the lab image pins the package). Subset names are
-numbered, not random, so embedding keeps the PDF's bytes reproducible.
+The files come from Debian's ``fonts-dejavu-core`` and, for the oblique faces,
+``fonts-dejavu-extra`` (the one table in :mod:`lab.host.tools` names them; the lab image
+pins both). Subset names are numbered, not random, so embedding keeps the PDF's bytes
+reproducible.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import runpy
+import shutil
 import subprocess
 import sys
 
@@ -11,7 +12,7 @@ import pytest
 
 from lab.errors import ToolMissingError
 from lab.host import procs, tools
-from tests.conftest import ROOT
+from tests.conftest import ROOT, require
 
 TOOLS_FILE = ROOT / "lab" / "host" / "tools.py"
 #: what .ci/run installed before the table existed, plus what the sandbox needs
@@ -85,9 +86,10 @@ def test_missing_tool_names_the_package(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_the_pdf_fonts_are_in_the_table_and_pinned_in_the_image() -> None:
-    """fonts-dejavu-core: installed by .ci/run and nox, asked for and pinned by the image."""
-    assert set(tools.FONT_PACKAGES.values()) == {"fonts-dejavu-core"}
-    assert "fonts-dejavu-core" in tools.all_packages()
+    """The font packages: installed by .ci/run and nox, asked for and pinned by the image."""
+    packages = set(tools.FONT_PACKAGES.values())
+    assert packages == {"fonts-dejavu-core", "fonts-dejavu-extra"}
+    assert packages <= set(tools.all_packages())
     wanted = [
         line.strip()
         for line in (ROOT / "docker" / "apt-packages.in").read_text().splitlines()
@@ -98,6 +100,18 @@ def test_the_pdf_fonts_are_in_the_table_and_pinned_in_the_image() -> None:
         for line in (ROOT / "docker" / "apt-packages.lock").read_text().splitlines()
         if line.strip() and not line.startswith("#")
     )
-    assert "fonts-dejavu-core" in wanted
+    assert packages <= set(wanted)
     assert all(name in pins for name in wanted), "run 'invoke image.lock' to relock"
-    assert pins["fonts-dejavu-core"] == "2.37-6"  # Debian 12's version
+    assert {pins[p] for p in packages} == {"2.37-6"}  # Debian 12's version
+
+
+def test_each_font_file_comes_from_the_package_the_table_names() -> None:
+    # the table once named -core for the oblique faces, which -extra ships: the image lacked them
+    dpkg = shutil.which("dpkg-query")
+    require("dpkg", dpkg is not None, "no dpkg-query: not a Debian machine")
+    assert dpkg is not None
+    for path, package in tools.FONT_PACKAGES.items():
+        found = subprocess.run([dpkg, "-S", path], capture_output=True, text=True)
+        owners = {line.split(":", 1)[0] for line in found.stdout.splitlines()}
+        if found.returncode == 0:  # installed here (CI installs every package of the table)
+            assert owners == {package}, (path, owners)

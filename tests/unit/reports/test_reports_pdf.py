@@ -220,6 +220,9 @@ def test_every_font_is_embedded_and_the_document_says_its_language(
 def test_a_missing_font_names_its_package(tmp_path: Path) -> None:
     with pytest.raises(ToolMissingError, match="install the Debian package fonts-dejavu-core"):
         fonts.font_path(fonts.SANS, tmp_path)
+    # the oblique faces are not in -core: the lab image once lacked them
+    with pytest.raises(ToolMissingError, match="install the Debian package fonts-dejavu-extra"):
+        fonts.font_path(fonts.ITALIC, tmp_path)
 
 
 def test_no_doubled_full_stop(degraded_run: RunResult, tmp_path: Path) -> None:
