@@ -149,6 +149,25 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--out", type=Path, default=Path("artifacts"))
     ev.add_argument("--timeout", type=float, default=30.0, help="per-invocation limit, s")
     ev.add_argument("--skip-calibration", action="store_true", help=argparse.SUPPRESS)
+
+    cp = sub.add_parser(
+        "campaign", help="run a coding agent N times on a task and judge every result"
+    )
+    cp.add_argument("--task", type=Path, required=True, help="the task file (campaigns/*.yaml)")
+    cp.add_argument("--agent-cmd", required=True, help="the agent's command (run with sh -c)")
+    cp.add_argument("--repetitions", type=_positive, default=None, help="default: the task's")
+    cp.add_argument("--budget", type=float, default=None, help="seconds per agent run")
+    cp.add_argument("--require", type=_positive, default=None, help="K met (default: all)")
+    cp.add_argument("--agent-network", choices=("host", "none"), default="host")
+    cp.add_argument("--eval-repetitions", type=_positive, default=None)
+    cp.add_argument("--timing-runs", type=_positive, default=None)
+    cp.add_argument("--collector", choices=COLLECTOR_CHOICES, default=None)
+    cp.add_argument("--packets", choices=PACKET_CHOICES, default=None)
+    cp.add_argument("--size", type=_size, default=None)
+    cp.add_argument("--timeout", type=float, default=None, help="per-invocation limit, s")
+    cp.add_argument("--local", action="store_true", help="run on the host, not in the image")
+    cp.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    cp.add_argument("--out", type=Path, default=Path("artifacts"))
     return parser
 
 
@@ -341,6 +360,56 @@ def print_evaluation(evaluation: Evaluation, console: Console) -> None:
         )
 
 
+def cmd_campaign(args: argparse.Namespace, console: Console) -> int:
+    from lab.campaign.conduct import execute
+    from lab.campaign.task import CampaignRequest
+
+    request = CampaignRequest(
+        task_path=args.task,
+        agent_cmd=args.agent_cmd,
+        repetitions=args.repetitions,
+        budget_s=args.budget,
+        require=args.require,
+        agent_network=args.agent_network,
+        eval_repetitions=args.eval_repetitions,
+        timing_runs=args.timing_runs,
+        collector=args.collector,
+        packets=args.packets,
+        size=args.size,
+        timeout_s=args.timeout,
+        out=args.out,
+        local=args.local,
+    )
+    # with --json, stdout holds the one JSON document and everything else goes to stderr
+    human = Console(stderr=True, highlight=False, width=console.width) if args.json else console
+    stream = sys.stderr if args.json else sys.stdout
+    outcome = execute(
+        request,
+        say=lambda msg: human.print(msg, highlight=False, markup=False),
+        echo=lambda line: print(line, file=stream, flush=True),
+    )
+    if outcome.campaign is not None:
+        from lab.reports.campaign import campaign_lines
+
+        for line in campaign_lines(outcome.campaign):
+            human.print(line, highlight=False, markup=False)
+    if outcome.archive is not None:
+        print_archive(outcome.archive, human)
+    if args.json:
+        document = {
+            "repetitions": [r.row() for r in outcome.campaign.repetitions]
+            if outcome.campaign
+            else [],
+            "met": None if outcome.campaign is None else outcome.campaign.met,
+            "required": None if outcome.campaign is None else outcome.campaign.required,
+            "archive": None if outcome.archive is None else str(outcome.archive.path),
+            "archive_sha256": None if outcome.archive is None else outcome.archive.sha256,
+            "exit_status": outcome.exit_status,
+        }
+        print(json.dumps(document, indent=2, sort_keys=True))
+    return outcome.exit_status
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -355,6 +424,7 @@ def main(argv: list[str] | None = None) -> int:
         "keys": cmd_keys,
         "merge": cmd_merge,
         "evaluate": cmd_evaluate,
+        "campaign": cmd_campaign,
     }
     try:
         return handlers[args.command](args, console)

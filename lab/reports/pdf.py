@@ -31,6 +31,7 @@ from reportlab.platypus import (
 from lab.evaluate.model import Evaluation
 from lab.model import CLAUSE_TITLES, CLAUSES, RunResult, ScenarioResult, Verdict
 from lab.reports import ArchivedFile, charts
+from lab.reports.campaign_pdf import campaign_flow
 from lab.reports.evaluation import (
     EVALUATION_EXIT_STATEMENT,
     evaluation_clause_table,
@@ -158,6 +159,8 @@ def _story(run: RunResult, files: list[ArchivedFile] | None) -> list[Flowable]:
     story += _shards(run)
     if run.evaluation is not None:
         story += _evaluation(run.evaluation)
+    if run.campaign is not None:
+        story += campaign_flow(run.campaign)
     for scenario in run.scenarios:
         story.append(PageBreak())
         story += _scenario(run, scenario)
