@@ -21,6 +21,8 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -171,6 +173,21 @@ def _tree_bytes(root: Path) -> int:
     return total
 
 
+def _not_plain(root: Path) -> Callable[[str, list[str]], list[str]]:
+    """copytree's ``ignore``: the agent's ``.git`` at the top, and anything that is not a
+    regular file, a directory or a symbolic link (a FIFO would block the copy)."""
+
+    def ignore(directory: str, names: list[str]) -> list[str]:
+        skipped = [".git"] if Path(directory) == root else []
+        for name in names:
+            mode = os.lstat(os.path.join(directory, name)).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+                skipped.append(name)
+        return skipped
+
+    return ignore
+
+
 def take(ws: Workspace, rep_dir: Path, *, log: procs.CommandLog | None) -> Capture:
     """``patch.diff`` (everything, binary included), ``native.patch`` (what is built),
     ``final.bundle`` (baseline and final commits) in ``rep_dir``."""
@@ -188,9 +205,7 @@ def take(ws: Workspace, rep_dir: Path, *, log: procs.CommandLog | None) -> Captu
             problem=f"the workspace grew over {MAX_WORKSPACE_BYTES:,} bytes; not taken",
         )
     final = ws.root.parent / "final"
-    shutil.copytree(
-        ws.root, final, symlinks=True, ignore=lambda d, names: [".git"] if d == str(ws.root) else []
-    )
+    shutil.copytree(ws.root, final, symlinks=True, ignore=_not_plain(ws.root))
     _git(ws.gitdir, final, ["add", "-A"], log)
     diff_args = ["diff", "--cached", "--binary", "--full-index", ws.baseline_commit]
     _git(ws.gitdir, final, diff_args, log, stdout=rep_dir / "patch.diff")
