@@ -39,15 +39,18 @@ from lab.sandbox.jail import JailSpec, jail_argv, resolv_conf_text
 from lab.sandbox.supervise import supervise
 
 HOST_RESOLV_CONF = Path("/etc/resolv.conf")
+#: where ``lab campaign`` run in the lab image finds the files the agent command names
+MOUNTED = Path("/lab/campaign-input/agent")
 #: control characters other than tab, dropped from what is echoed (never from the files)
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
 def agent_argv(command: str, box: Path, *, cwd: Path) -> tuple[list[str], dict[str, str]]:
     """The agent command as ``sh -c`` in the sandbox. Each word of it that names a regular
-    file relative to ``cwd`` (``my-agent.sh``) is copied into ``box`` (read-only in the
-    sandbox) and the word is rewritten to that copy (an absolute path is left as it is: only
-    ``/usr`` is visible there). Returns the argv and each copied file's name -> SHA-256."""
+    file relative to ``cwd`` (``my-agent.sh``), or one under :data:`MOUNTED` (where the lab
+    image finds them), is copied into ``box`` (read-only in the sandbox) and the word is
+    rewritten to that copy; other absolute paths are left as they are (only ``/usr`` is
+    visible there). Returns the argv and each copied file's name -> SHA-256."""
     try:
         words = shlex.split(command)
     except ValueError as error:
@@ -57,8 +60,9 @@ def agent_argv(command: str, box: Path, *, cwd: Path) -> tuple[list[str], dict[s
     files: dict[str, str] = {}
     rewritten = []
     for word in words:
-        path = cwd / word
-        if not word.startswith(("-", "/")) and path.is_file():
+        path = (cwd / word).resolve()
+        named = not word.startswith("/") or path.is_relative_to(MOUNTED)
+        if not word.startswith("-") and named and path.is_file():
             dest = box / path.name
             if path.name in files and dest.read_bytes() != path.read_bytes():
                 raise CampaignError(

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.campaign import workspace
-from lab.campaign.agent import agent_argv, run_agent
+from lab.campaign.agent import MOUNTED, agent_argv, run_agent
 from lab.campaign.model import AgentRecord, CampaignRecord, Outcome, PatchRecord, RepetitionRecord
 from lab.campaign.records import agent_record, dependencies, native_record
 from lab.campaign.settle import Settings, evaluation_options, settle
@@ -445,10 +445,10 @@ def _in_image(request: CampaignRequest) -> int:
     mounts.append((task_host, f"/lab/campaign-input/{task_host.name}"))
     words = []
     for word in shlex.split(request.agent_cmd):
-        path = Path(word)
+        path = Path(word).resolve()
         if not word.startswith(("-", "/")) and path.is_file():
-            inside = f"/lab/campaign-input/agent/{path.name}"
-            mounts.append((path.resolve(), inside))
+            inside = f"{MOUNTED}/{path.name}"
+            mounts.append((path, inside))
             word = inside
         words.append(word)
     moved = CampaignRequest(**{**request.__dict__, "agent_cmd": shlex.join(words)})
