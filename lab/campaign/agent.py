@@ -25,14 +25,17 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import re
 import shlex
 import shutil
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
 from lab.errors import CampaignError
+from lab.evaluate.candidate import MakeRunner
 from lab.sandbox import Outcome, Sandbox
 from lab.sandbox import netns as netns_mod
 from lab.sandbox.jail import JailSpec, jail_argv, resolv_conf_text
@@ -123,13 +126,16 @@ def run_agent(
     stdout: Path,
     stderr: Path,
     echo: Callable[[str], None],
+    label: str = "agent",
 ) -> Outcome:
-    group = sandbox.run_group.invocation(f"agent-r{repetition}")
+    """``label`` names the cgroup and the command log's entry (``agent``, or ``build`` when
+    the candidate's ``make`` runs here too)."""
+    group = sandbox.run_group.invocation(f"{label}-r{repetition}")
     namespace: netns_mod.NetworkNamespace | None = None
     try:
         if network == "none":
             namespace = netns_mod.NetworkNamespace(
-                netns_mod.name_for(f"agent-r{repetition}"), log=sandbox.log
+                netns_mod.name_for(f"{label}-r{repetition}"), log=sandbox.log
             )
             namespace.create()
             (box / "resolv.conf").write_text(resolv_conf_text(), encoding="ascii")
@@ -161,7 +167,7 @@ def run_agent(
             linger_grace_s=sandbox.settings.linger_grace_s,
             stdout=stdout,
             stderr=stderr,
-            purpose=f"agent, repetition {repetition}",
+            purpose=f"{label}, repetition {repetition}",
             log=sandbox.log,
             head=sandbox.settings.output_head,
             tail=sandbox.settings.output_tail,
@@ -176,3 +182,47 @@ def run_agent(
             group.remove()
         if namespace is not None:
             namespace.delete()
+
+
+def cell_dirs(scratch: Path, sandbox: Sandbox) -> tuple[Path, Path, Path]:
+    """The read-only box and the client user's writable home and /tmp, in ``scratch``."""
+    box, home, tmp = scratch / "box", scratch / "home", scratch / "tmp"
+    box.mkdir(mode=0o755)
+    box.chmod(0o755)
+    for path in (home, tmp):
+        path.mkdir(mode=0o700)
+        os.chown(path, sandbox.user.uid, sandbox.user.gid)
+    return box, home, tmp
+
+
+def sandboxed_make(sandbox: Sandbox, repetition: int, tree: Path) -> MakeRunner:
+    """``lab evaluate``'s build step run where the agent ran: the Makefile and whatever it
+    calls are the agent's code, so ``make`` runs in the sandbox, as the client user, with
+    ``tree`` (the patched copy) writable and no network."""
+
+    def run(argv: list[str], stdout: Path, stderr: Path, limit: float) -> tuple[int | None, bool]:
+        for path in [tree, *tree.rglob("*")]:
+            os.lchown(path, sandbox.user.uid, sandbox.user.gid)
+        scratch = Path(tempfile.mkdtemp(prefix="lab-build-"))
+        try:
+            box, home, tmp = cell_dirs(scratch, sandbox)
+            ran = run_agent(
+                sandbox,
+                argv,
+                workspace=tree,
+                box=box,
+                home=home,
+                tmp=tmp,
+                repetition=repetition,
+                budget_s=limit,
+                network="none",
+                stdout=stdout,
+                stderr=stderr,
+                echo=lambda line: None,
+                label="build",
+            )
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        return (None if ran.timed_out else ran.exit_status), ran.timed_out
+
+    return run

@@ -16,7 +16,6 @@ repetition is the verified result of its candidate, never the agent's own exit s
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 import time
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.campaign import workspace
-from lab.campaign.agent import MOUNTED, agent_argv, run_agent
+from lab.campaign.agent import MOUNTED, agent_argv, cell_dirs, run_agent, sandboxed_make
 from lab.campaign.model import AgentRecord, CampaignRecord, Outcome, PatchRecord, RepetitionRecord
 from lab.campaign.records import agent_record, dependencies, native_record
 from lab.campaign.settle import Settings, evaluation_options, settle
@@ -214,12 +213,7 @@ class _Campaign:
         assert sandbox is not None
         scratch = Path(tempfile.mkdtemp(prefix="lab-agent-"))
         try:
-            box, home, tmp = scratch / "box", scratch / "home", scratch / "tmp"
-            box.mkdir(mode=0o755)
-            box.chmod(0o755)
-            for path in (home, tmp):
-                path.mkdir(mode=0o700)
-                os.chown(path, sandbox.user.uid, sandbox.user.gid)
+            box, home, tmp = cell_dirs(scratch, sandbox)
             ws = workspace.create(
                 scratch, self.task.text, uid=sandbox.user.uid, gid=sandbox.user.gid, log=self.log
             )
@@ -328,7 +322,9 @@ class _Campaign:
                 if (Path(tmp) / name).exists():
                     (rep_dir / "candidate").mkdir(exist_ok=True)
                     shutil.copyfile(Path(tmp) / name, rep_dir / "candidate" / name)
-            build(candidate, self.log, rep_dir / "candidate")
+            assert self.prepared.sandbox is not None
+            maker = sandboxed_make(self.prepared.sandbox, index, candidate.workspace)
+            build(candidate, self.log, rep_dir / "candidate", make_runner=maker)
             if candidate.binary is None:
                 status = candidate.build.status or "build-failed"
                 return done(
