@@ -27,6 +27,7 @@ from typing import Any
 from lab.campaign import workspace
 from lab.campaign.agent import MOUNTED, agent_argv, cell_dirs, run_agent, sandboxed_make
 from lab.campaign.model import AgentRecord, CampaignRecord, Outcome, PatchRecord, RepetitionRecord
+from lab.campaign.outcome import after_judging, before_judging, speed_met
 from lab.campaign.records import agent_record, dependencies, native_record
 from lab.campaign.settle import Settings, evaluation_options, settle
 from lab.campaign.task import CampaignRequest, Task, load_task
@@ -297,24 +298,9 @@ class _Campaign:
                 **kw,
             )
 
-        crashed = agent.sandbox_error is not None or agent.exit_status != 0
-        if agent.timed_out:
-            return done(
-                "timed-out",
-                f"the budget of {self.settings.budget_s:g} s ran out; "
-                "the whole cgroup was killed (patch and bundle kept, not judged)",
-            )
-        if agent.sandbox_error is not None:
-            return done("agent-crashed", agent.sandbox_error)
-        if patch.problem is not None:
-            return done("failed", patch.problem)
-        if patch.native_empty:
-            if crashed:
-                return done(
-                    "agent-crashed",
-                    f"the agent exited {agent.exit_status} and left no change to native/",
-                )
-            return done("no-change", "the agent left native/ as it was given")
+        early = before_judging(agent, patch, budget_s=self.settings.budget_s)
+        if early is not None:
+            return done(*early)
         ev = self.settings.evaluation
         with tempfile.TemporaryDirectory(prefix="lab-candidate-") as tmp:
             candidate = prepare("patch", rep_dir / "native.patch", Path(tmp), self.log)
@@ -349,27 +335,15 @@ class _Campaign:
         failed = {c: w for c, w in failed_clauses(results).items() if c in self.task.clauses}
         metric = "first_backup_wall" if speed is None else speed.metric
         ratio = (judged.timing.ratio or {}).get(metric) if judged.timing else None
-        speed_met = None if speed is None else ratio is not None and ratio <= speed.max_ratio
-        kw: dict[str, Any] = {"failed": failed, "evaluation": judged, "timing_ratio": ratio}
-        kw["speed_met"] = speed_met
-        if not failed and speed_met is not False:
-            note = f" (the agent itself exited {agent.exit_status})" if crashed else ""
-            return done(
-                "met",
-                "every required clause passed in every evaluation repetition"
-                + ("" if speed is None else f" and {speed.describe()} held")
-                + note,
-                **kw,
-            )
-        why = "; ".join(f"{c}: {w}" for c, w in failed.items())
-        if speed_met is False:
-            shown = "N/A" if ratio is None else f"{ratio:.2f}×"
-            why = (why + "; " if why else "") + f"speed goal missed: {shown} > {speed.max_ratio:g}×"  # type: ignore[union-attr]
-        if crashed:
-            return done(
-                "agent-crashed", f"the agent exited {agent.exit_status}; its result: {why}", **kw
-            )
-        return done("failed", why, **kw)
+        outcome, why = after_judging(agent, failed, speed, ratio)
+        return done(
+            outcome,
+            why,
+            failed=failed,
+            evaluation=judged,
+            timing_ratio=ratio,
+            speed_met=speed_met(speed, ratio),
+        )
 
     def _finish(
         self,
