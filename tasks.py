@@ -233,8 +233,11 @@ def evaluate(
 
 
 @task(
+    iterable=["agent_env"],
     help={
         "task": "the task file (default: campaigns/speedup.yaml)",
+        "agent_env": "an environment variable handed to the agent (repeatable; its model's "
+        "key, say; recorded by name only)",
         "agent_cmd": "the agent's command, run with sh -c in the sandbox (files it names "
         "are copied in read-only)",
         "repetitions": "agent runs (default: the task's)",
@@ -243,7 +246,7 @@ def evaluate(
         "agent_network": "host (default) or none",
         "json": "print one JSON document on stdout",
         "local": "run on this host instead of in the container",
-    }
+    },
 )
 @lab_errors
 def campaign(
@@ -254,6 +257,7 @@ def campaign(
     budget: float | None = None,
     require: int | None = None,
     agent_network: str = "host",
+    agent_env: list[str] | None = None,
     json: bool = False,
     local: bool = False,
 ) -> None:
@@ -261,6 +265,8 @@ def campaign(
     image: ``python -m lab campaign`` builds it and mounts the task and the agent's files)."""
     args = ["campaign", "--task", task, "--agent-cmd", agent_cmd, "--out", str(ROOT / "artifacts")]
     args += ["--agent-network", agent_network]
+    for name in agent_env or []:
+        args += ["--agent-env", name]
     for flag, value in (
         ("--repetitions", repetitions),
         ("--budget", budget),

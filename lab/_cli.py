@@ -159,6 +159,13 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--budget", type=float, default=None, help="seconds per agent run")
     cp.add_argument("--require", type=_positive, default=None, help="K met (default: all)")
     cp.add_argument("--agent-network", choices=("host", "none"), default="host")
+    cp.add_argument(
+        "--agent-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="hand this environment variable to the agent (repeatable; recorded by name)",
+    )
     cp.add_argument("--eval-repetitions", type=_positive, default=None)
     cp.add_argument("--timing-runs", type=_positive, default=None)
     cp.add_argument("--collector", choices=COLLECTOR_CHOICES, default=None)
@@ -371,6 +378,7 @@ def cmd_campaign(args: argparse.Namespace, console: Console) -> int:
         budget_s=args.budget,
         require=args.require,
         agent_network=args.agent_network,
+        agent_env=tuple(args.agent_env),
         eval_repetitions=args.eval_repetitions,
         timing_runs=args.timing_runs,
         collector=args.collector,

@@ -17,8 +17,8 @@ The lab, its scenarios, its run directory and the keys are not there. ``--agent-
 host`` keeps the machine's network (an agent talks to its model) with the host's
 ``resolv.conf``; ``none`` gives it a namespace with loopback only.
 
-The agent's environment is the client's allow-list plus ``LAB_REPETITION`` (1…N) and
-``LAB_TASK`` (``TASK.md``).
+The agent's environment is the client's allow-list plus ``LAB_REPETITION`` (1…N),
+``LAB_TASK`` (``TASK.md``) and the variables named by ``--agent-env`` (recorded by name).
 """
 
 from __future__ import annotations
@@ -127,6 +127,7 @@ def run_agent(
     stderr: Path,
     echo: Callable[[str], None],
     label: str = "agent",
+    env: tuple[tuple[str, str], ...] = (),
 ) -> Outcome:
     """``label`` names the cgroup and the command log's entry (``agent``, or ``build`` when
     the candidate's ``make`` runs here too)."""
@@ -156,7 +157,7 @@ def run_agent(
             nproc=sandbox.nproc_fallback(),
             masked=sandbox.masked,
             workdir=workspace,
-            extra_env=(("LAB_REPETITION", str(repetition)), ("LAB_TASK", "TASK.md")),
+            extra_env=(*env, ("LAB_REPETITION", str(repetition)), ("LAB_TASK", "TASK.md")),
         )
         out = LineEcho(f"[r{repetition}]", echo)
         err = LineEcho(f"[r{repetition} err]", echo)

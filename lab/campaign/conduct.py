@@ -16,6 +16,7 @@ repetition is the verified result of its candidate, never the agent's own exit s
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -163,6 +164,7 @@ class _Campaign:
             agent_command=self.request.agent_cmd,
             agent_files={},
             agent_network=self.request.agent_network,
+            agent_env=self.request.agent_env,
             budget_s=self.settings.budget_s,
             requested=self.settings.repetitions,
             required=self.settings.required,
@@ -243,6 +245,7 @@ class _Campaign:
                 repetition=index,
                 budget_s=self.settings.budget_s,
                 network=self.request.agent_network,
+                env=tuple((name, os.environ[name]) for name in self.request.agent_env),
                 stdout=rep_dir / "agent.stdout",
                 stderr=rep_dir / "agent.stderr",
                 echo=self.echo,
@@ -424,5 +427,5 @@ def _in_image(request: CampaignRequest) -> int:
     moved = CampaignRequest(**{**request.__dict__, "agent_cmd": shlex.join(words)})
     argv = moved.argv(task=mounts[0][1], out=container.CONTAINER_ARTIFACTS)
     ctx = Context.for_repo(REPO, artifacts=request.out.resolve())
-    done = container.run_lab(ctx, argv, mounts=tuple(mounts))
+    done = container.run_lab(ctx, argv, mounts=tuple(mounts), forward_env=request.agent_env)
     return int(done.exit_status or 0)

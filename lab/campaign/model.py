@@ -195,6 +195,8 @@ class CampaignRecord:
     #: files the command named, copied into the sandbox: name -> SHA-256
     agent_files: dict[str, str]
     agent_network: str
+    #: names of the variables handed to the agent (never their values)
+    agent_env: tuple[str, ...] = ()
     budget_s: float
     requested: int
     required: int
@@ -253,6 +255,7 @@ class CampaignRecord:
                 "command": self.agent_command,
                 "files": dict(self.agent_files),
                 "network": self.agent_network,
+                "environment": list(self.agent_env),
                 "budget_s": self.budget_s,
             },
             "requested": self.requested,

@@ -7,6 +7,8 @@ defaults, checked before anything runs (one sentence and exit status 2 when out 
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +50,14 @@ def settle(request: CampaignRequest, task: Task) -> Settings:
     budget = request.budget_s if request.budget_s is not None else task.budget_s
     if not 0 < budget <= 86_400:
         raise UsageError(f"--budget {budget:g} must be more than 0 and at most 86400 seconds.")
+    for name in request.agent_env:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or name.startswith("LAB_"):
+            raise UsageError(
+                f"--agent-env {name!r} must name an environment variable not starting with "
+                "LAB_ (the lab's own, its signing key included, never reach the agent)."
+            )
+        if name not in os.environ:
+            raise UsageError(f"--agent-env {name}: the variable is not set in this environment.")
     if request.agent_network not in AGENT_NETWORKS:
         raise UsageError(f"--agent-network {request.agent_network!r} must be host or none.")
     chosen = {**EVALUATION_DEFAULTS, **task.evaluation}

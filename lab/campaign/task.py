@@ -112,6 +112,9 @@ class CampaignRequest:
     budget_s: float | None = None
     require: int | None = None
     agent_network: AgentNetwork = "host"
+    #: names of variables of the lab's environment handed to the agent (its model's key,
+    #: say): recorded by name, never by value
+    agent_env: tuple[str, ...] = ()
     eval_repetitions: int | None = None
     timing_runs: int | None = None
     collector: str | None = None
@@ -126,6 +129,8 @@ class CampaignRequest:
         """The ``python -m lab`` arguments asking for this same campaign in the lab image."""
         args = ["campaign", "--task", task, "--agent-cmd", self.agent_cmd, "--out", out]
         args += ["--agent-network", self.agent_network]
+        for name in self.agent_env:
+            args += ["--agent-env", name]
         for flag, value in (
             ("--repetitions", self.repetitions),
             ("--budget", self.budget_s),

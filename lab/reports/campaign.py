@@ -113,6 +113,8 @@ def identity_rows(record: CampaignRecord) -> list[tuple[str, str]]:
         ("agent files", ", ".join(f"{k} sha256 {v}" for k, v in record.agent_files.items())
          or "none"),
         ("agent network", record.agent_network),
+        ("agent environment", "the sandbox's allow-list, LAB_REPETITION, LAB_TASK"
+         + "".join(f", {name}" for name in record.agent_env) + " (values never recorded)"),
         ("budget", f"{record.budget_s:g} s per repetition (the only limit)"),
         ("repetitions", f"{record.total} run, {record.required} required"),
         ("success criteria", "clauses " + ", ".join(task.get("clauses", [])) + " pass in every "

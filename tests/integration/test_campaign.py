@@ -161,8 +161,14 @@ def test_the_archive_verifies_and_the_report_shows_the_campaign(
 
 
 def test_a_result_that_depends_on_the_repetition(tmp_path: Path) -> None:
-    code, document, _ = campaign(
-        tmp_path, "sh flaky.sh speedup.sh skip-digest.sh", "--repetitions", "2"
-    )
+    """Also: ``--agent-network none`` (loopback only, recorded) and exit 1 under K = N."""
+    code, document, run_dir = campaign(
+        tmp_path,
+        "sh flaky.sh speedup.sh skip-digest.sh",
+        "--repetitions", "2", "--agent-network", "none",
+    )  # fmt: skip
     assert [r["outcome"] for r in document["repetitions"]] == ["met", "failed"]
     assert (document["met"], document["required"], code) == (1, 2, 1)
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["campaign"]["agent"]["network"] == "none"
+    assert results["options"]["agent_network"] == "none"

@@ -106,3 +106,19 @@ def test_the_request_asks_the_image_for_the_same_campaign() -> None:
     assert argv[argv.index("--repetitions") + 1] == "3"
     assert argv[argv.index("--require") + 1] == "2"
     assert argv[argv.index("--agent-network") + 1] == "host"
+
+
+def test_agent_env_names_a_set_variable_never_the_lab_s(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MODEL_API_KEY", "secret")
+    monkeypatch.setenv("LAB_SIGNING_KEY", "/keys/lab.sec")
+    task = load_task(SPEEDUP)
+    settle(request(out=tmp_path, agent_env=("MODEL_API_KEY",)), task)
+    for name, words in (("LAB_SIGNING_KEY", "not starting with LAB_"), ("UNSET_X", "not set")):
+        monkeypatch.delenv("UNSET_X", raising=False)
+        with pytest.raises(UsageError) as caught:
+            settle(request(out=tmp_path, agent_env=(name,)), task)
+        assert words in str(caught.value)
+    argv = request(agent_env=("MODEL_API_KEY",)).argv(task="t", out="o")
+    assert argv[argv.index("--agent-env") + 1] == "MODEL_API_KEY"
