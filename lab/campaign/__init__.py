@@ -5,8 +5,10 @@ workspace inside the sandbox, and judge every result the way ``lab evaluate`` do
     outcome = execute(CampaignRequest(task_path=..., agent_cmd="sh agent.sh"), say=print)
     outcome.campaign.met, outcome.archive                             # lab.campaign.conduct
 
-``task`` reads the task file, ``workspace`` makes the agent's fresh repository and takes its
-patch and bundle afterwards, ``agent`` runs the agent in the sandbox with its output streamed
-live, ``model`` is the typed campaign record (``results.json`` → ``campaign``) and ``conduct``
-runs the whole campaign; ``lab.reports.campaign`` draws it.
+``task`` reads the task file and ``settle`` the numbers, ``workspace`` makes the agent's fresh
+repository and takes its patch and bundle afterwards, ``agent`` runs the agent (and the
+candidate's build) in the sandbox with its output streamed live, ``outcome`` decides each
+repetition's outcome, ``model`` is the typed campaign record (``results.json`` →
+``campaign``), ``records`` builds its parts, and ``conduct`` runs the whole campaign;
+``lab.reports.campaign`` draws it.
 """

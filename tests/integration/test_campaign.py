@@ -172,3 +172,19 @@ def test_a_result_that_depends_on_the_repetition(tmp_path: Path) -> None:
     results = json.loads((run_dir / "results.json").read_text())
     assert results["campaign"]["agent"]["network"] == "none"
     assert results["options"]["agent_network"] == "none"
+
+
+def test_a_baseline_that_does_not_show_the_requirement_refuses_to_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bug-fix task needs a failing baseline: the correct client does not show it."""
+    task = tmp_path / "bugfix.yaml"
+    task.write_text(TASK.read_text().replace("must: pass", "must: fail"))
+    code = _cli.main(
+        ["campaign", "--task", str(task), "--agent-cmd", "sh nothing.sh", "--local",
+         "--out", str(tmp_path / "out")]
+    )  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "the baseline does not show what bugfix.yaml requires" in err
+    assert "Traceback" not in err
