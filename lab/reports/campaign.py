@@ -51,6 +51,10 @@ def campaign_headline(record: CampaignRecord) -> str:
     )
 
 
+def _seconds(value: float) -> str:
+    return f"{value:.2f} s" if value < 10 else f"{value:.1f} s"
+
+
 def _ratio(value: float | None) -> str:
     return "N/A" if value is None else f"{value:.2f}×"
 
@@ -64,7 +68,7 @@ def repetition_table(record: CampaignRecord) -> Table:
                 str(r.index),
                 r.outcome,
                 ", ".join(sorted(r.failed_clauses)) or "—",
-                f"{r.duration_s:.1f} s",
+                _seconds(r.duration_s),
                 "—" if r.agent.timed_out else str(r.agent.exit_status),
                 "—" if patch is None else f"{patch.bytes:,} B",
                 "—" if patch is None else patch.sha256[:16],
@@ -97,8 +101,8 @@ def aggregate_table(record: CampaignRecord) -> Table:
         rows.append(
             [
                 "agent time",
-                f"median {spread['median']:.1f} s",
-                f"range {spread['min']:.1f}–{spread['max']:.1f} s",
+                f"median {_seconds(spread['median'])}",
+                f"range {_seconds(spread['min'])} – {_seconds(spread['max'])}",
             ]
         )
     return Table(["", "k/N", "note"], rows)

@@ -152,7 +152,10 @@ def test_the_archive_verifies_and_the_report_shows_the_campaign(
     report = (run_dir / "report.md").read_text()
     assert "## Agent campaign" in report and "1 of 6 repetitions met the task" in report
     assert "reliability 1/6" in report
-    assert report.count("| timed-out |") == 1 and report.count("| no-change |") == 2
+    for index, outcome in enumerate(["met", "failed", "failed", "no-change", "no-change",
+                                     "timed-out"], start=1):  # fmt: skip
+        assert f"| {index} | {outcome} |" in report  # one row per repetition
+    assert "| timed-out | 1/6 |" in report and "| no-change | 2/6 |" in report  # the aggregate
     results = json.loads((run_dir / "results.json").read_text())
     assert len(results["campaign"]["evidence"]) == 9
     assert results["campaign"]["clauses"]["C3"] == {"met": 2, "total": 6}
