@@ -155,9 +155,10 @@ def campaign_lines(record: CampaignRecord) -> list[str]:
     for r in record.repetitions:
         failed = ", ".join(sorted(r.failed_clauses)) or "none"
         lines.append(
-            f"  r{r.index}: {r.outcome:<13} failed clauses: {failed}; agent {r.duration_s:.1f} s; "
-            f"patch {'—' if r.patch is None else r.patch.sha256[:16]}; timing "
-            f"{_ratio(r.timing_ratio)}"
+            f"  r{r.index}: {r.outcome:<13} failed clauses: {failed}; "
+            f"agent {_seconds(r.duration_s)}; "
+            f"patch {'—' if r.patch is None else r.patch.sha256[:16]}; "
+            f"timing {_ratio(r.timing_ratio)}"
         )
     for clause, k in record.clause_counts().items():
         lines.append(f"  {clause}: {k}/{record.total}")
