@@ -138,7 +138,6 @@ class _Campaign:
         self.say = say
         self.echo = echo
         self.log = procs.CommandLog(run_dir / "commands.jsonl", root=run_dir)
-        self.agent_files: dict[str, str] = {}
 
     def conduct(
         self, conditions: list[scenario.Scenario], calibration: list[scenario.Scenario]
@@ -159,10 +158,12 @@ class _Campaign:
                 f"collectors, so the campaign refuses to start (evidence kept in {self.run_dir})."
             )
         baseline_status, base_results = self._baseline(conditions)
+        with tempfile.TemporaryDirectory(prefix="lab-agent-files-") as probe:
+            _, files = agent_argv(self.request.agent_cmd, Path(probe), cwd=Path.cwd())
         record = CampaignRecord(
             task=self.task.to_dict(),
             agent_command=self.request.agent_cmd,
-            agent_files={},
+            agent_files=dict(sorted(files.items())),
             agent_network=self.request.agent_network,
             agent_env=self.request.agent_env,
             budget_s=self.settings.budget_s,
@@ -173,17 +174,14 @@ class _Campaign:
             instrument_check=check.to_dict(),
             baseline={"must": self.task.baseline_must, "status": baseline_status, "shown": True},
         )
+        # the configuration, written before the agent first runs
+        done = ("repetitions", "met", "succeeded", "outcomes", "clauses", "duration_s")
+        config = {k: v for k, v in record.to_dict().items() if k not in done}
+        (self.run_dir / "campaign" / "campaign.json").write_text(
+            json.dumps(config, indent=2, sort_keys=True) + "\n"
+        )
         for index in range(1, self.settings.repetitions + 1):
             record.repetitions.append(self._repetition(index, conditions))
-        record = _with_files(record, self.agent_files)
-        (self.run_dir / "campaign" / "campaign.json").write_text(
-            json.dumps(
-                {k: v for k, v in record.to_dict().items() if k != "repetitions"},
-                indent=2,
-                sort_keys=True,
-            )
-            + "\n"
-        )
         return self._finish(record, cal_results + base_results, conditions, started)
 
     def _baseline(self, conditions: list[scenario.Scenario]) -> tuple[str, list[ScenarioResult]]:
@@ -228,8 +226,7 @@ class _Campaign:
                 )
                 + "\n"
             )
-            argv, files = agent_argv(self.request.agent_cmd, box, cwd=Path.cwd())
-            self.agent_files.update(files)
+            argv, _ = agent_argv(self.request.agent_cmd, box, cwd=Path.cwd())
             self.say(
                 f"Repetition {index}/{self.settings.repetitions}: the agent starts in a fresh "
                 f"workspace (baseline {ws.baseline_commit[:12]}, budget "
@@ -397,12 +394,6 @@ class _Campaign:
             run_dir=self.run_dir,
             archive=archive,
         )
-
-
-def _with_files(record: CampaignRecord, files: dict[str, str]) -> CampaignRecord:
-    from dataclasses import replace
-
-    return replace(record, agent_files=dict(sorted(files.items())))
 
 
 def _in_image(request: CampaignRequest) -> int:

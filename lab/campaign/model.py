@@ -38,7 +38,8 @@ EVIDENCE: tuple[tuple[str, str], ...] = (
     (
         "the exact task and configuration",
         "campaign/task.yaml (the task file as given), campaign/campaign.json (agent command, "
-        "its files, budget, network, repetitions, evaluation id), evaluation.json",
+        "its files, budget, network, repetitions, evaluation id) and evaluation.json, both "
+        "written before the agent first runs",
     ),
     (
         "a clean workspace per repetition",
