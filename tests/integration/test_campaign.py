@@ -139,6 +139,10 @@ def test_every_patch_and_bundle_is_kept_and_restores(
     commits = {json.loads((run_dir / "repetitions" / f"r{i}" / "workspace.json").read_text())[
         "baseline_commit"] for i in range(1, 7)}  # fmt: skip
     assert len(commits) == 1  # the same clean start every time
+    config = json.loads((run_dir / "campaign" / "campaign.json").read_text())
+    assert sorted(config["agent"]["files"]) == sorted(["by-repetition.sh", *SIX])
+    assert config["evaluation_id"] == json.loads((run_dir / "evaluation.json").read_text())[
+        "evaluation_id"]  # fmt: skip
 
 
 def test_the_archive_verifies_and_the_report_shows_the_campaign(
