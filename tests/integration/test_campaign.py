@@ -13,6 +13,7 @@ Small sizes: one evaluation repetition, two timing rounds, strace only, a 64 KiB
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import subprocess
@@ -163,8 +164,13 @@ def test_the_archive_verifies_and_the_report_shows_the_campaign(
     results = json.loads((run_dir / "results.json").read_text())
     assert len(results["campaign"]["evidence"]) == 9
     assert results["campaign"]["clauses"]["C3"] == {"met": 2, "total": 6}
-    provenance = (run_dir / "provenance.intoto.jsonl").read_text()
-    assert "r3:patch" in provenance and "task:quick-speedup.yaml" in provenance
+    envelope = json.loads((run_dir / "provenance.intoto.jsonl").read_text().splitlines()[0])
+    statement = json.loads(base64.b64decode(envelope["payload"]))
+    deps = statement["predicate"]["buildDefinition"]["resolvedDependencies"]
+    named = {d["name"]: d["digest"] for d in deps}
+    assert named["task:quick-speedup.yaml"] == {"sha256": results["campaign"]["task"]["sha256"]}
+    assert named["r3:patch"] == {"sha256": document["repetitions"][2]["patch_sha256"]}
+    assert "gitCommit" in named["r1:baseline"] and "agent:speedup.sh" in named
 
 
 def test_a_result_that_depends_on_the_repetition(tmp_path: Path) -> None:
