@@ -6,6 +6,7 @@
     invoke lab.verify --archive artifacts/<run>.tar.gz --pubkey lab.pub
     invoke lab.run --shard 2/3 --run-id campaign-1      # one machine's share of a run
     invoke lab.merge --pubkey lab.pub --archive 'shards/*.tar.gz'   # verify and merge them
+    invoke lab.campaign --agent-cmd "sh my-agent.sh" --repetitions 3   # an agent, judged 3×
     invoke keys.generate --out keys
     invoke image.lock              # re-pin the Debian packages and Python wheels
 
@@ -234,6 +235,52 @@ def evaluate(
     _host_lab(c, [*args, *(["--local"] if local else [])])
 
 
+@task(
+    iterable=["agent_env"],
+    help={
+        "task": "the task file (default: campaigns/speedup.yaml)",
+        "agent_env": "an environment variable handed to the agent (repeatable; its model's "
+        "key, say; recorded by name only)",
+        "agent_cmd": "the agent's command, run with sh -c in the sandbox (files it names "
+        "are copied in read-only)",
+        "repetitions": "agent runs (default: the task's)",
+        "budget": "seconds per agent run (default: the task's)",
+        "require": "repetitions that must meet the task for exit 0 (default: all)",
+        "agent_network": "host (default) or none",
+        "json": "print one JSON document on stdout",
+        "local": "run on this host instead of in the container",
+    },
+)
+@lab_errors
+def campaign(
+    c: Context,
+    agent_cmd: str,
+    task: str = "campaigns/speedup.yaml",
+    repetitions: int | None = None,
+    budget: float | None = None,
+    require: int | None = None,
+    agent_network: str = "host",
+    agent_env: list[str] | None = None,
+    json: bool = False,
+    local: bool = False,
+) -> None:
+    """Run a coding agent N times on a frozen task and judge every result, in the lab image.
+
+    ``python -m lab campaign`` builds the image and mounts the task and the agent's files."""
+    args = ["campaign", "--task", task, "--agent-cmd", agent_cmd, "--out", str(ROOT / "artifacts")]
+    args += ["--agent-network", agent_network]
+    for name in agent_env or []:
+        args += ["--agent-env", name]
+    for flag, value in (
+        ("--repetitions", repetitions),
+        ("--budget", budget),
+        ("--require", require),
+    ):
+        if value is not None:
+            args += [flag, str(value)]
+    _host_lab(c, [*args, *(["--json"] if json else []), *(["--local"] if local else [])])
+
+
 @task(help={"artifacts": "also delete artifacts/ (evidence archives included)"})
 @lab_errors
 def clean(c: Context, artifacts: bool = False) -> None:
@@ -295,7 +342,7 @@ def image_repro(c: Context, builds: int = 2) -> None:
     )
 
 
-lab = Collection("lab", build, run, doctor, shell, verify, evaluate, merge)
+lab = Collection("lab", build, run, doctor, shell, verify, evaluate, campaign, merge)
 keys = Collection("keys", keys_generate)
 image = Collection("image", image_lock, image_repro)
 ns = Collection(lab, keys, image, clean)

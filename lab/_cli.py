@@ -286,6 +286,57 @@ def print_evaluation(evaluation: Evaluation, console: Console) -> None:
         )
 
 
+def cmd_campaign(args: argparse.Namespace, console: Console) -> int:
+    from lab.campaign.conduct import execute as conduct
+    from lab.campaign.task import CampaignRequest
+
+    request = CampaignRequest(
+        task_path=args.task,
+        agent_cmd=args.agent_cmd,
+        repetitions=args.repetitions,
+        budget_s=args.budget,
+        require=args.require,
+        agent_network=args.agent_network,
+        agent_env=tuple(args.agent_env),
+        eval_repetitions=args.eval_repetitions,
+        timing_runs=args.timing_runs,
+        collector=args.collector,
+        packets=args.packets,
+        size=args.size,
+        timeout_s=args.timeout,
+        out=args.out,
+        local=args.local,
+    )
+    # with --json, stdout holds the one JSON document and everything else goes to stderr
+    human = Console(stderr=True, highlight=False, width=console.width) if args.json else console
+    stream = sys.stderr if args.json else sys.stdout
+    outcome = conduct(
+        request,
+        say=lambda msg: human.print(msg, highlight=False, markup=False),
+        echo=lambda line: print(line, file=stream, flush=True),
+    )
+    if outcome.campaign is not None:
+        from lab.reports.campaign import campaign_lines
+
+        for line in campaign_lines(outcome.campaign):
+            human.print(line, highlight=False, markup=False)
+    if outcome.archive is not None:
+        print_archive(outcome.archive, human)
+    if args.json:
+        document = {
+            "repetitions": [r.row() for r in outcome.campaign.repetitions]
+            if outcome.campaign
+            else [],
+            "met": None if outcome.campaign is None else outcome.campaign.met,
+            "required": None if outcome.campaign is None else outcome.campaign.required,
+            "archive": None if outcome.archive is None else str(outcome.archive.path),
+            "archive_sha256": None if outcome.archive is None else outcome.archive.sha256,
+            "exit_status": outcome.exit_status,
+        }
+        print(json.dumps(document, indent=2, sort_keys=True))
+    return outcome.exit_status
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -300,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         "keys": cmd_keys,
         "merge": cmd_merge,
         "evaluate": cmd_evaluate,
+        "campaign": cmd_campaign,
         "completion": cmd_completion,
     }
     try:

@@ -315,6 +315,85 @@ def _add_merge_keys(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     gen.add_argument("--force", action="store_true", help="overwrite existing key files")
 
 
+def _add_campaign(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    cp = sub.add_parser(
+        "campaign", help="run a coding agent N times on a task and judge every result"
+    )
+    _path(
+        cp.add_argument("--task", type=Path, required=True, help="the task file (campaigns/*.yaml)")
+    )
+    cp.add_argument("--agent-cmd", required=True, help="the agent's command (run with sh -c)")
+    cp.add_argument(
+        "--repetitions", type=_positive, default=None, help="agent runs (default: the task's)"
+    )
+    cp.add_argument(
+        "--budget", type=float, default=None, help="seconds per agent run (default: the task's)"
+    )
+    cp.add_argument(
+        "--require",
+        type=_positive,
+        default=None,
+        help="exit 0 when at least K runs met the task (default: every run)",
+    )
+    cp.add_argument(
+        "--agent-network",
+        choices=("host", "none"),
+        default="host",
+        help="the agent's network: host (default; agents talk to a model) or none",
+    )
+    cp.add_argument(
+        "--agent-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="hand this environment variable to the agent (repeatable; recorded by name)",
+    )
+    cp.add_argument(
+        "--eval-repetitions",
+        type=_positive,
+        default=None,
+        help="repetitions of every contract condition per judged result (default: the task's)",
+    )
+    cp.add_argument(
+        "--timing-runs",
+        type=_positive,
+        default=None,
+        help="untraced timing rounds per judged result (default: the task's)",
+    )
+    cp.add_argument(
+        "--collector",
+        choices=COLLECTOR_CHOICES,
+        default=None,
+        help="the process observers of the judged passes (default: the task's)",
+    )
+    cp.add_argument(
+        "--packets",
+        choices=PACKET_CHOICES,
+        default=None,
+        help="tcpdump beside every judged pass (default: the task's)",
+    )
+    cp.add_argument("--size", type=_size, default=None, help="source size (default: the task's)")
+    cp.add_argument(
+        "--timeout", type=float, default=None, help="per-invocation limit, s (default: the task's)"
+    )
+    cp.add_argument("--local", action="store_true", help="run on the host, not in the image")
+    cp.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON document on stdout (every run's outcome, k met, the archive); text on "
+        "stderr",
+    )
+    _path(
+        cp.add_argument(
+            "--out",
+            type=Path,
+            default=Path("artifacts"),
+            help="where the campaign directory and its archive go (default artifacts/)",
+        ),
+        directory=True,
+    )
+
+
 def _add_completion(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     completion = sub.add_parser(
         "completion",
@@ -343,6 +422,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     _add_verify(sub)
     _add_merge_keys(sub)
     _add_evaluate(sub)
+    _add_campaign(sub)
     _add_completion(sub)
     return parser
 

@@ -77,3 +77,8 @@ class Interrupted(LabError):
 class SandboxError(LabError):
     """The invocation sandbox (user, cgroup, network namespace, bwrap, setpriv) cannot be
     set up; the message names the missing capability and what to do."""
+
+
+class CampaignError(LabError):
+    """A campaign cannot start: its task file, its agent command, or a baseline that does
+    not show what the task requires; the message names which and what to do."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from lab.campaign.model import CampaignRecord
 from lab.evaluate.model import Evaluation
 from lab.model_invocation import (
     ClientClaim,
@@ -339,6 +340,8 @@ class RunResult:
     aggregate: list[dict[str, Any]] = field(default_factory=list)
     #: set by candidate evaluation (``lab.evaluate.judge``)
     evaluation: Evaluation | None = None
+    #: set by an agent campaign (``lab.campaign.conduct``)
+    campaign: CampaignRecord | None = None
     #: signing identity, filled when the archive is written
     signing: dict[str, Any] = field(default_factory=dict)
     #: a shard's run (``--shard I/N``): index, count, units, the frozen run id (lab.run.shard)
@@ -366,6 +369,8 @@ class RunResult:
         sharding: dict[str, Any] = {"shard": self.shard} if self.shard is not None else {}
         if self.shards:
             sharding["shards"] = self.shards
+        if self.campaign is not None:
+            sharding["campaign"] = self.campaign.to_dict()
         return {
             **sharding,
             "schema_version": SCHEMA_VERSION,

@@ -204,8 +204,12 @@ def container_options(
     privileged: bool = False,
     mounts: Sequence[tuple[Path, str]] = (),
     interactive: bool = False,
+    forward_env: Sequence[str] = (),
 ) -> RunOptions:
+    """``forward_env``: names of variables passed through by name (``docker run -e NAME``:
+    the value never appears on a command line), e.g. an agent's model key."""
     key_mounts, pass_env, key_env = signing_key_options(os.environ)
+    pass_env = (*pass_env, *forward_env)
     env = {"LAB_IMAGE_IDENTITY": CONTAINER_IDENTITY, **key_env}
     commit = git_revision(ctx)
     if commit:
@@ -334,11 +338,12 @@ def run_lab(
     mounts: Sequence[tuple[Path, str]] = (),
     install: bool = True,
     rebuild: bool = False,
+    forward_env: Sequence[str] = (),
 ) -> procs.Completed:
     """Engine, image (cached), probe, ``python -m lab ARGS`` inside: the ``lab.*`` tasks."""
     info = ensure_engine(ctx, install=install)
     identity = ensure_image(ctx, rebuild=rebuild)
-    options = container_options(ctx, privileged=privileged, mounts=mounts)
+    options = container_options(ctx, privileged=privileged, mounts=mounts, forward_env=forward_env)
     options = prepare(ctx, identity, options, info)
     done = run_in_container(ctx, identity, lab_command(args), options)
     # The lab's own statuses pass through (1: an observation disagreed or a candidate

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -23,6 +24,9 @@ from lab.run.fixture import sha256_file
 from lab.run.orchestrate import REPO
 
 BUILD_TIMEOUT_S = 300.0
+#: runs the build's ``make`` somewhere else (``lab campaign``: in the sandbox):
+#: (argv, stdout path, stderr path, time limit) -> (exit status, timed out)
+MakeRunner = Callable[[list[str], Path, Path, float], tuple[int | None, bool]]
 
 
 @dataclass
@@ -114,36 +118,50 @@ def _patch_is_native_relative(patch: Path) -> bool:
     return False
 
 
-def build(candidate: Candidate, log: procs.CommandLog, logs_dir: Path) -> None:
+def build(
+    candidate: Candidate,
+    log: procs.CommandLog,
+    logs_dir: Path,
+    *,
+    make_runner: MakeRunner | None = None,
+) -> None:
+    """``make -C`` the candidate's tree (with ``make_runner``, wherever that runs it)."""
     if candidate.build.status in ("prebuilt", "patch-failed"):
         return
     logs_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    done = procs.run(
-        ["make", "-C", str(candidate.workspace)],
-        purpose="build the candidate client",
-        log=log,
-        tool="make",
-        stdout=logs_dir / "build.log",
-        stderr=logs_dir / "build.err",
-        timeout=BUILD_TIMEOUT_S,
-        accept=None,
-    )
+    argv = ["make", "-C", str(candidate.workspace)]
+    if make_runner is not None:
+        exit_status, timed_out = make_runner(
+            argv, logs_dir / "build.log", logs_dir / "build.err", BUILD_TIMEOUT_S
+        )
+    else:
+        done = procs.run(
+            argv,
+            purpose="build the candidate client",
+            log=log,
+            tool="make",
+            stdout=logs_dir / "build.log",
+            stderr=logs_dir / "build.err",
+            timeout=BUILD_TIMEOUT_S,
+            accept=None,
+        )
+        exit_status, timed_out = done.exit_status, done.timed_out
     make = MakeStep(
-        exit_status=done.exit_status,
-        timed_out=done.timed_out,
+        exit_status=exit_status,
+        timed_out=timed_out,
         duration_s=round(time.monotonic() - started, 3),
         log="candidate/build.log",
         stderr="candidate/build.err",
     )
     binary = _find_binary(candidate.workspace)
-    if done.exit_status != 0 or binary is None:
+    if exit_status != 0 or binary is None:
         why = "make succeeded but produced no executable backup-client"
         candidate.build = replace(
             candidate.build,
             make=make,
             status="build-failed",
-            why=why if done.exit_status == 0 else None,
+            why=why if exit_status == 0 else None,
         )
         return
     candidate.build = replace(candidate.build, make=make, status="built")
@@ -151,8 +169,12 @@ def build(candidate: Candidate, log: procs.CommandLog, logs_dir: Path) -> None:
 
 
 def _find_binary(root: Path) -> Path | None:
+    """The built executable: a regular file inside the tree (never a symbolic link, which a
+    build could point at any file of this machine)."""
     for name in ("backup-client", "client"):
         for path in sorted(root.rglob(name)):
+            if path.is_symlink() or not path.resolve().is_relative_to(root.resolve()):
+                continue
             if path.is_file() and path.stat().st_mode & 0o111:
                 return path
     return None

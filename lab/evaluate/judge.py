@@ -389,6 +389,30 @@ def _in_image(request: EvaluationRequest) -> int:
     return int(done.exit_status or 0)
 
 
+def check_instrument(
+    request: EvaluationRequest,
+    prepared: Setup,
+    run_dir: Path,
+    calibration: list[scenario.Scenario],
+    say: Callable[[str], None],
+) -> tuple[InstrumentCheck, list[ScenarioResult]]:
+    """Run the seeded ``false-success`` and ``unexpected-egress`` here, with these
+    collectors, and say whether the lab caught them (``lab campaign`` does it once)."""
+    say("Checking the instrument on this machine (false-success, unexpected-egress)…")
+    cal_plan = Plan(
+        scenarios=calibration,
+        passes=prepared.passes,
+        packets=request.packets,
+        size=request.size,
+        client=REPO / "native" / "backup-client",
+        timeout_s=request.timeout_s,
+        unavailable=prepared.skipped,
+        seed="calibration",
+    )
+    cal_results = run_plan(cal_plan, run_dir, prepared, say)
+    return instrument_check(cal_results), cal_results
+
+
 def _judge(
     request: EvaluationRequest,
     record: Evaluation,
@@ -401,20 +425,7 @@ def _judge(
 ) -> tuple[Evaluation, list[ScenarioResult]]:
     """Check the instrument, then judge and time the built candidate; ``record`` (frozen
     part and candidate) comes back completed with the judgement."""
-    seeded = REPO / "native" / "backup-client"
-    say("Checking the instrument on this machine (false-success, unexpected-egress)…")
-    cal_plan = Plan(
-        scenarios=calibration,
-        passes=prepared.passes,
-        packets=request.packets,
-        size=request.size,
-        client=seeded,
-        timeout_s=request.timeout_s,
-        unavailable=prepared.skipped,
-        seed="calibration",
-    )
-    cal_results = run_plan(cal_plan, run_dir, prepared, say)
-    check = instrument_check(cal_results)
+    check, cal_results = check_instrument(request, prepared, run_dir, calibration, say)
     if not check.ok:
         why = (
             "the instrument did not catch the seeded defects on this machine with these "
@@ -422,6 +433,26 @@ def _judge(
         )
         refused = replace(record, status="refused", status_reason=why, instrument_check=check)
         return refused, cal_results
+    judged, results = judge_built(request, record, binary, prepared, run_dir, conditions, say)
+    return replace(judged, instrument_check=check), cal_results + results
+
+
+def judge_built(
+    request: EvaluationRequest,
+    record: Evaluation,
+    binary: Path,
+    prepared: Setup,
+    run_dir: Path,
+    conditions: list[scenario.Scenario],
+    say: Callable[[str], None],
+    *,
+    timed: bool = True,
+    timing_size: int | None = None,
+) -> tuple[Evaluation, list[ScenarioResult]]:
+    """Judge a built candidate under ``conditions`` × repetitions and time it untraced
+    against the baseline (``timed=False`` skips the timing: the baseline itself), at
+    ``timing_size`` bytes when given (a campaign's speed goal), else the judged size."""
+    seeded = REPO / "native" / "backup-client"
     say(f"Judging the candidate: {len(conditions)} conditions × {request.repetitions} repetitions")
     plan = Plan(
         scenarios=conditions,
@@ -440,9 +471,11 @@ def _judge(
     contract = client_contract(results)
     rows = diagnostics(results, request.size)
     hung = sum(1 for s in results for p in s.passes for inv in p.invocations if inv.claim.timed_out)
-    timed: Timing | None = None
+    timing_result: Timing | None = None
     timing_skipped: str | None = None
-    if hung:
+    if not timed:
+        timing_skipped = "not timed: this is the baseline itself"
+    elif hung:
         # a candidate that hangs would only spend the rounds waiting for its time limit
         timing_skipped = (
             f"not timed: the candidate reached the {request.timeout_s:g} s limit in {hung} "
@@ -462,10 +495,10 @@ def _judge(
                 clients["floor"] = reference.binary
             else:
                 say(f"Instrument floor not measured: {reference.reason}")
-            timed = timing.alternate(
+            timing_result = timing.alternate(
                 clients,
                 rounds=request.timing_runs,
-                size=request.size,
+                size=timing_size or request.size,
                 workdir=Path(scratch),
                 log=log,
                 timeout=request.timeout_s,
@@ -473,7 +506,6 @@ def _judge(
                 floor=reference.describe(),
             )
     failed = failed_clauses(results)
-    passed = not failed
     reason: str | None = None
     if failed:
         reason = "; ".join(f"{c}: {why}" for c, why in failed.items()) + (
@@ -488,13 +520,12 @@ def _judge(
         reason = note if reason is None else f"{reason}; {note}"
     judged = replace(
         record,
-        status="pass" if passed else "fail",
+        status="fail" if failed else "pass",
         status_reason=reason,
-        instrument_check=check,
         clauses=clauses,
         client_contract=contract,
         diagnostics=rows,
-        timing=timed,
+        timing=timing_result,
         timing_skipped=timing_skipped,
     )
-    return judged, cal_results + results
+    return judged, results

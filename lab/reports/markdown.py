@@ -10,9 +10,16 @@ PDF has a chart, this report has the chart's figures as a table.
 
 from __future__ import annotations
 
+from lab.campaign.model import CampaignRecord
 from lab.evaluate.model import Evaluation
 from lab.model import CLAUSE_TITLES, CLAUSES, RunResult, ScenarioResult
 from lab.reports import ArchivedFile, charts
+from lab.reports.campaign import (
+    CAMPAIGN_EXIT_STATEMENT,
+    campaign_headline,
+    campaign_sections,
+)
+from lab.reports.campaign import identity_rows as campaign_identity
 from lab.reports.evaluation import (
     EVALUATION_EXIT_STATEMENT,
     evaluation_clause_table,
@@ -81,6 +88,8 @@ def render_markdown(run: RunResult, *, files: list[ArchivedFile] | None) -> str:
     out += _shards(run)
     if run.evaluation is not None:
         out += _evaluation(run.evaluation)
+    if run.campaign is not None:
+        out += _campaign(run.campaign)
     for scenario in run.scenarios:
         out += _scenario(run, scenario)
     out += _limits()
@@ -289,6 +298,19 @@ def _evaluation(evaluation: Evaluation) -> list[str]:
     if other:
         lines += ["Other recorded fields:", ""]
         lines += _pairs(other, ("field", "value"))
+    return lines
+
+
+def _campaign(record: CampaignRecord) -> list[str]:
+    lines = ["## Agent campaign", "", f"**{_escape(campaign_headline(record))}**", ""]
+    lines += [_escape(CAMPAIGN_EXIT_STATEMENT), ""]
+    lines += _pairs(campaign_identity(record), ("item", "value"))
+    for title, content in campaign_sections(record):
+        lines += [f"### {title}", ""]
+        if isinstance(content, Table):
+            lines += _table(content)
+        else:
+            lines += [f"- {_escape(sentence)}" for sentence in content] + [""]
     return lines
 
 

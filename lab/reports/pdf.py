@@ -37,6 +37,7 @@ from reportlab.platypus import (
 from lab.evaluate.model import Evaluation
 from lab.model import CLAUSE_TITLES, CLAUSES, RunResult, ScenarioResult, Verdict
 from lab.reports import ArchivedFile, charts, fonts
+from lab.reports.campaign_pdf import campaign_flow
 from lab.reports.evaluation import (
     EVALUATION_EXIT_STATEMENT,
     evaluation_clause_table,
@@ -142,6 +143,8 @@ def _story(run: RunResult, files: list[ArchivedFile] | None) -> list[Flowable]:
     story += _shards(run)
     if run.evaluation is not None:
         story += _evaluation(run.evaluation)
+    if run.campaign is not None:
+        story += campaign_flow(run.campaign)
     for scenario in run.scenarios:
         story += _scenario(run, scenario)
     story += _limits()

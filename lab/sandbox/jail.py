@@ -83,7 +83,9 @@ _USR_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 class JailSpec:
     """Everything the command line depends on, for one invocation."""
 
-    netns_path: Path
+    #: the network namespace to enter; None keeps the lab's own network (an agent that
+    #: talks to its model: ``lab campaign --agent-network host``, recorded)
+    netns_path: Path | None
     uid: int
     gid: int
     #: read-only directory holding the client binary and the source (same path inside)
@@ -100,6 +102,11 @@ class JailSpec:
     nproc: int | None = None
     #: paths to hide even if they fall inside a bound directory (the signing key file)
     masked: tuple[Path, ...] = field(default_factory=tuple)
+    #: a writable directory bound at its own path and made the working directory (an
+    #: agent's workspace); None runs in HOME
+    workdir: Path | None = None
+    #: variables set beside the allow-list (an agent's repetition number)
+    extra_env: tuple[tuple[str, str], ...] = ()
 
 
 def _tool(name: str) -> str:
@@ -176,15 +183,19 @@ def jail_argv(spec: JailSpec, client_argv: Sequence[str], *, status_fd: int) -> 
     tree.op("--bind", str(spec.home), HOME)
     for path in spec.join_files:
         tree.op("--bind", str(path.parent), str(path.parent))
+    if spec.workdir is not None:
+        tree.op("--bind", str(spec.workdir), str(spec.workdir))
     for path in spec.masked:
         if path.is_file():
             tree.op("--ro-bind", "/dev/null", str(path))
-    argv = [_tool("nsenter"), f"--net={spec.netns_path}", "--", _tool("bwrap"), *tree.args]
+    argv = [] if spec.netns_path is None else [_tool("nsenter"), f"--net={spec.netns_path}", "--"]
+    argv += [_tool("bwrap"), *tree.args]
     argv += ["--unshare-ipc", "--unshare-uts", "--hostname", "lab-sandbox"]
     argv += ["--die-with-parent", "--new-session", "--clearenv"]
-    for key, value in ENVIRONMENT.items():
+    for key, value in (*ENVIRONMENT.items(), *spec.extra_env):
         argv += ["--setenv", key, value]
-    argv += ["--chdir", HOME, "--json-status-fd", str(status_fd), "--"]
+    chdir = HOME if spec.workdir is None else str(spec.workdir)
+    argv += ["--chdir", chdir, "--json-status-fd", str(status_fd), "--"]
     argv += ["/bin/sh", "-c", _JOIN, "sh", *map(str, spec.join_files), "--"]
     # capsh runs --shell with the words after "--"; the order of its options is the order
     # of the operations: drop the bounding set while still privileged, then the ids

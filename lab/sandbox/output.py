@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,8 +52,18 @@ class StreamRecord:
 
 
 class CappedStream:
-    def __init__(self, fd: int, path: Path, *, head: int = DEFAULT_HEAD, tail: int = DEFAULT_TAIL):
+    def __init__(
+        self,
+        fd: int,
+        path: Path,
+        *,
+        head: int = DEFAULT_HEAD,
+        tail: int = DEFAULT_TAIL,
+        echo: Callable[[bytes], None] | None = None,
+    ):
         self.fd = fd
+        #: called with every chunk as it arrives (an agent's output streamed live)
+        self.echo = echo
         self.path = path
         self.head_limit = head
         self.tail_limit = tail
@@ -81,6 +92,8 @@ class CappedStream:
             os.close(self.fd)
 
     def _take(self, chunk: bytes) -> None:
+        if self.echo is not None:
+            self.echo(chunk)
         self.total_bytes += len(chunk)
         self.total_lines += chunk.count(b"\n")
         room = self.head_limit - len(self._head)

@@ -159,14 +159,16 @@ def supervise(
     log: procs.CommandLog | None,
     head: int = DEFAULT_HEAD,
     tail: int = DEFAULT_TAIL,
+    echo: tuple[Callable[[bytes], None], Callable[[bytes], None]] | None = None,
 ) -> Outcome:
+    """``echo``: callbacks given each chunk of stdout and of stderr as it arrives."""
     status_r, status_w = os.pipe()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     argv = argv_for(status_w)
     status = _StatusReader(status_r)
-    out = CappedStream(out_r, stdout, head=head, tail=tail)
-    err = CappedStream(err_r, stderr, head=head, tail=tail)
+    out = CappedStream(out_r, stdout, head=head, tail=tail, echo=echo[0] if echo else None)
+    err = CappedStream(err_r, stderr, head=head, tail=tail, echo=echo[1] if echo else None)
     out.start()
     err.start()
     bg = procs.Background(

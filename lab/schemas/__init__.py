@@ -4,6 +4,7 @@ scenario files it reads (validated after the loader's own checks).
 validate_results(run.to_dict())                        # SchemaError naming the failing path
 validate_document(summary, "run-summary")              # the --json outputs of run, evaluate
 validate_scenario(data, Path("scenarios/x.yaml"))      # ScenarioError naming the file and key
+validate_campaign_task(data, Path("campaigns/speedup.yaml"))   # CampaignError, the same way
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 import jsonschema
 
-from lab.errors import ScenarioError, SchemaError
+from lab.errors import CampaignError, LabError, ScenarioError, SchemaError
 
 #: the schema every run ships beside its results.json, which names it in ``$schema``
 RESULTS_SCHEMA_FILE = "results.schema.json"
@@ -73,12 +74,23 @@ def validate_document(document: dict[str, Any], name: str) -> None:
 
 def validate_scenario(document: Any, path: Path) -> None:
     """Raise one sentence naming ``path`` and the key when ``document`` breaks the schema."""
-    validator = jsonschema.Draft202012Validator(scenario_schema())
+    _validate_input(document, path, scenario_schema(), ScenarioError)
+
+
+def validate_campaign_task(document: Any, path: Path) -> None:
+    """A campaign task file (``campaigns/*.yaml``) against ``campaign-task.schema.json``."""
+    _validate_input(document, path, _schema("campaign-task.schema.json"), CampaignError)
+
+
+def _validate_input(
+    document: Any, path: Path, schema: dict[str, Any], kind: type[LabError]
+) -> None:
+    validator = jsonschema.Draft202012Validator(schema)
     error = jsonschema.exceptions.best_match(validator.iter_errors(document))
     if error is None:
         return
     key = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
-    raise ScenarioError(f"{path}: key '{key.lstrip('.') or '(top level)'}' {_problem(error)}.")
+    raise kind(f"{path}: key '{key.lstrip('.') or '(top level)'}' {_problem(error)}.")
 
 
 def _problem(error: jsonschema.ValidationError) -> str:

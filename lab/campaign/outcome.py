@@ -1,0 +1,72 @@
+"""A repetition's outcome, decided from what the agent did and what the judgement found:
+the verified result of the candidate, never the agent's own exit status or summary.
+
+    before_judging(agent, patch, budget_s=1800)     # ("timed-out", why) or None: judge it
+    after_judging(agent, failed, speed, ratio)      # ("met" | "failed" | "agent-crashed", why)
+
+``timed-out``: the budget ran out (the patch and bundle are kept, not judged).
+``agent-crashed``: the sandbox failed, or the agent exited non-zero and its result does not
+meet the task (a non-zero exit whose result *does* meet it is ``met``, with a note).
+``no-change``: nothing in ``native/`` changed. ``build-failed`` is decided by the build.
+"""
+
+from __future__ import annotations
+
+from lab.campaign.model import AgentRecord, Outcome, PatchRecord
+from lab.campaign.task import SpeedGoal
+
+
+def crashed(agent: AgentRecord) -> bool:
+    return agent.sandbox_error is not None or agent.exit_status != 0
+
+
+def before_judging(
+    agent: AgentRecord, patch: PatchRecord, *, budget_s: float
+) -> tuple[Outcome, str] | None:
+    """The outcome when there is nothing to judge; None when the candidate is to be built."""
+    if agent.timed_out:
+        return (
+            "timed-out",
+            f"the budget of {budget_s:g} s ran out; the whole cgroup was killed (patch and "
+            "bundle kept, not judged)",
+        )
+    if agent.sandbox_error is not None:
+        return "agent-crashed", agent.sandbox_error
+    if patch.problem is not None:
+        return "failed", patch.problem
+    if patch.native_empty:
+        if crashed(agent):
+            return (
+                "agent-crashed",
+                f"the agent exited {agent.exit_status} and left no change to native/",
+            )
+        return "no-change", "the agent left native/ as it was given"
+    return None
+
+
+def speed_met(speed: SpeedGoal | None, ratio: float | None) -> bool | None:
+    """None without a speed goal; a goal without a ratio (not timed) is not met."""
+    if speed is None:
+        return None
+    return ratio is not None and ratio <= speed.max_ratio
+
+
+def after_judging(
+    agent: AgentRecord,
+    failed: dict[str, str],
+    speed: SpeedGoal | None,
+    ratio: float | None,
+) -> tuple[Outcome, str]:
+    held = speed_met(speed, ratio)
+    if not failed and held is not False:
+        note = f" (the agent itself exited {agent.exit_status})" if crashed(agent) else ""
+        goal = "" if speed is None else f" and {speed.describe()} held"
+        return "met", f"every required clause passed in every evaluation repetition{goal}{note}"
+    reasons = [f"{c}: {w}" for c, w in failed.items()]
+    if speed is not None and held is False:
+        shown = "N/A" if ratio is None else f"{ratio:.2f}×"
+        reasons.append(f"speed goal missed: {shown} > {speed.max_ratio:g}×")
+    why = "; ".join(reasons)
+    if crashed(agent):
+        return "agent-crashed", f"the agent exited {agent.exit_status}; its result: {why}"
+    return "failed", why

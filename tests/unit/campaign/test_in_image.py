@@ -1,0 +1,53 @@
+"""``lab campaign`` outside the lab image hands the same campaign to it: the task file and
+the files the agent command names mounted read-only, the command rewritten to their mount
+points, the --agent-env names forwarded by name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lab.campaign import conduct
+from lab.campaign.agent import MOUNTED
+from lab.campaign.task import CampaignRequest
+from lab.container import run as container
+from tests.conftest import ROOT
+
+
+def test_the_campaign_is_handed_to_the_image(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: dict[str, Any] = {}
+
+    class Done:
+        exit_status = 1
+
+    def run_lab(ctx: object, argv: list[str], **kw: Any) -> Done:
+        seen["argv"], seen["kw"] = argv, kw
+        return Done()
+
+    monkeypatch.setattr(container, "run_lab", run_lab)
+    monkeypatch.setattr(conduct.identity, "in_lab_image", lambda: False)
+    monkeypatch.setenv("MODEL_KEY", "secret")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my-agent.sh").write_text("echo hi\n")
+    request = CampaignRequest(
+        task_path=ROOT / "campaigns" / "speedup.yaml",
+        agent_cmd="sh my-agent.sh --fast",
+        repetitions=3,
+        agent_env=("MODEL_KEY",),
+        out=tmp_path / "out",
+    )
+    (tmp_path / "out").mkdir()
+    outcome = conduct.execute(request, say=lambda m: None, echo=lambda m: None)
+    assert outcome.exit_status == 1
+    argv = seen["argv"]
+    assert argv[argv.index("--agent-cmd") + 1] == f"sh {MOUNTED}/my-agent.sh --fast"
+    assert argv[argv.index("--task") + 1] == "/lab/campaign-input/speedup.yaml"
+    assert argv[argv.index("--agent-env") + 1] == "MODEL_KEY"
+    assert "secret" not in " ".join(argv)
+    mounts = dict(seen["kw"]["mounts"])
+    assert mounts[(tmp_path / "my-agent.sh").resolve()] == f"{MOUNTED}/my-agent.sh"
+    assert seen["kw"]["forward_env"] == ("MODEL_KEY",)
