@@ -55,6 +55,8 @@ RUN pip install --no-cache-dir --no-index --no-deps --no-build-isolation /lab \
  && rm -rf /lab/build /lab/*.egg-info
 COPY scenarios/ /lab/scenarios/
 COPY probes/ /lab/probes/
+# The public contract an agent campaign's workspace holds (lab/campaign/workspace.py).
+COPY docs/protocol.md docs/client-contract.md /lab/docs/
 
 # What is in the image, readable by the lab's provenance and by anyone with `docker run`.
 RUN mkdir -p /usr/share/lab/manifest \

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lab.errors import CampaignError
 from lab.host import procs
 from lab.run.fixture import sha256_file
 from lab.run.orchestrate import REPO
@@ -127,7 +128,14 @@ def create(
     root = scratch / "workspace"
     gitdir = scratch / "lab.git"
     root.mkdir(mode=0o755)
-    for rel in given_files():
+    files = given_files()
+    missing = [rel for rel in files if not (REPO / rel).is_file()]
+    if missing:
+        raise CampaignError(
+            f"{REPO / missing[0]} is missing, and an agent's workspace must hold it; "
+            "run the campaign from a complete checkout (or a lab image built from one)."
+        )
+    for rel in files:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(REPO / rel, root / rel)
     (root / "TASK.md").write_text(task_text if task_text.endswith("\n") else task_text + "\n")

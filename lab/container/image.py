@@ -33,7 +33,18 @@ SOURCE_URL = "https://github.com/execution-evidence-lab/execution-evidence-lab"
 
 
 #: the files the image is built from (the build context allow-list in .dockerignore)
-BUILD_INPUTS = ("Dockerfile", "docker", "native", "lab", "scenarios", "probes", "pyproject.toml")
+BUILD_INPUTS = (
+    "Dockerfile",
+    ".dockerignore",
+    "docker",
+    "native",
+    "lab",
+    "scenarios",
+    "probes",
+    "pyproject.toml",
+    "docs/protocol.md",
+    "docs/client-contract.md",
+)
 _SKIP_INPUT = re.compile(r"(__pycache__|\.pyc$|\.o$|^native/backup-client$|^docker/wheels/)")
 
 

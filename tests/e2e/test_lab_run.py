@@ -100,6 +100,9 @@ def test_invoke_lab_evaluate_builds_in_the_image(tmp_path: Path) -> None:
     conditions = len(list((ROOT / "scenarios" / "candidate").glob("*.yaml")))
     assert all(row["total"] == conditions * 3 for row in evaluation["clauses"].values())
     assert evaluation["timing"]["ratio"]["first_backup_wall"] is not None
+    # the instrument floor's reference uploader is in the image and was timed beside them
+    assert evaluation["timing"]["floor"]["reason"] is None, evaluation["timing"]["floor"]
+    assert evaluation["timing"]["clients"]["floor"]["nonzero_exits"] == 0
     run_dir = tmp_path / archive.name.removesuffix(".tar.gz")
     assert (run_dir / "candidate" / "candidate.patch").read_bytes() == patch.read_bytes()
     report = (run_dir / "report.md").read_text()

@@ -90,3 +90,18 @@ def test_hooks_the_agent_leaves_never_run(tmp_path: Path) -> None:
     (ws.root / "native" / "x.c").write_text("int x;\n")
     workspace.take(ws, tmp_path / "r1", log=None)
     assert not marker.exists()
+
+
+def test_a_checkout_without_the_public_contract_is_one_sentence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the lab image once lacked docs/: the campaign died with a FileNotFoundError traceback
+    from lab.errors import CampaignError
+
+    repo = tmp_path / "repo"
+    shutil.copytree(workspace.REPO / "native", repo / "native")
+    monkeypatch.setattr(workspace, "REPO", repo)
+    scratch = tmp_path / "s"
+    scratch.mkdir()
+    with pytest.raises(CampaignError, match=r"docs/protocol\.md is missing"):
+        workspace.create(scratch, "do it", uid=os.getuid(), gid=os.getgid(), log=None)

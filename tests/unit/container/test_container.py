@@ -313,3 +313,24 @@ def test_image_identity_reads_the_recorded_file(tmp_path: Path) -> None:
     assert images.image_identity(tmp_path) is None
     (tmp_path / ".image.json").write_text(json.dumps({"id": "sha256:1"}))
     assert images.image_identity(tmp_path) == {"id": "sha256:1"}
+
+
+def test_every_file_the_lab_reads_in_the_image_is_in_its_build_context() -> None:
+    # the image once lacked native/reference/uploader.c (the instrument floor went missing
+    # there) and docs/ (a campaign died): .dockerignore is an allow-list, so check it
+    import fnmatch
+
+    from lab.campaign.workspace import PUBLIC_DOCS
+    from lab.evaluate.floor import SOURCE
+    from lab.run.orchestrate import REPO
+
+    allowed = [
+        line[1:]
+        for line in (REPO / ".dockerignore").read_text().splitlines()
+        if line.startswith("!")
+    ]
+    dockerfile = (REPO / "Dockerfile").read_text()
+    for rel in (SOURCE.relative_to(REPO).as_posix(), *PUBLIC_DOCS):
+        assert any(fnmatch.fnmatch(rel, p) or rel.startswith(p) for p in allowed), rel
+        top = rel.split("/")[0]
+        assert f"COPY {top}/" in dockerfile or rel in dockerfile, rel
