@@ -515,11 +515,12 @@ def test_header_bomb_is_stopped_by_the_stream_cap(tmp_path: Path, pubkey: Path) 
         tar.addfile(info, io.BytesIO(b"x"))
     path = tmp_path / "pax-bomb.tar.gz"
     path.write_bytes(gzip.compress(buffer.getvalue(), mtime=0))
-    limits = Limits(max_total_size=1024 * 1024, max_header_bytes=1024 * 1024)
+    limits = Limits(
+        max_total_size=1024 * 1024, max_header_bytes=1024 * 1024, max_extended_header=8 << 20
+    )
     assert_rejected(path, pubkey, "expands to more than 2097152 bytes", limits=limits)
-    # Under the default limits the same archive is read whole (and fails for lacking files).
-    failure = inspect_archive(path, pubkey=pubkey).first_failure
-    assert failure is not None and failure.name == "SHA256SUMS"
+    # Under the default limits the same archive is refused from the PAX header itself.
+    assert_rejected(path, pubkey, "extended header", "declares 3145745 bytes (limit 65536)")
 
 
 def test_provenance_subject_mismatch_is_reported(

@@ -1,0 +1,90 @@
+"""``lab verify`` under hostile input (issue 12): each crafted archive used to exhaust memory,
+take quadratic time, raise a traceback or be misreported. Each is now refused with one
+sentence naming the member at fault, in bounded memory and time; the last test runs every
+one through ``python -m lab verify`` under a 256 MiB address-space limit.
+"""
+
+from __future__ import annotations
+
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from lab.evidence.keys import generate_keypair
+from lab.evidence.signing import Signer
+from tests.conftest import ROOT
+from tests.unit.evidence import hostile_archives as crafted
+from tests.unit.evidence.test_verify import assert_rejected, make_archive
+
+MEMORY = 256 << 20
+SECONDS = 10.0
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Every crafted archive, built once, plus the trusted key as ``"pubkey"``."""
+    root = tmp_path_factory.mktemp("hostile")
+    keys = generate_keypair(root / "keys")
+    good = make_archive(root, Signer.from_file(keys.secret)).path
+    attacker = Signer.ephemeral()
+    return {
+        "pubkey": keys.public,
+        "gnu-long-name": crafted.gnu_long_name(root / "gnu-long-name.tar.gz"),
+        "pax-header": crafted.pax_header(root / "pax-header.tar.gz"),
+        "deep-paths": crafted.deep_paths(good, root / "deep-paths.tar.gz", attacker),
+        "deep-provenance": crafted.deep_provenance(good, root / "deep-prov.tar.gz"),
+        "deep-provenance-resigned": crafted.deep_provenance(
+            good, root / "deep-prov-resigned.tar.gz", attacker
+        ),
+        "duplicates": crafted.duplicates(good, root / "duplicates.tar.gz"),
+        "renamed-top": crafted.renamed_top(good, root / "renamed-top.tar.gz"),
+        "flipped-sums": crafted.flipped_in_sums(good, root / "flipped-sums.tar.gz"),
+    }
+
+
+def timed(call: Callable[[], str]) -> str:
+    start = time.monotonic()
+    message = call()
+    assert time.monotonic() - start < SECONDS, message
+    return message
+
+
+@pytest.mark.parametrize("case", ["gnu-long-name", "pax-header"])
+def test_huge_extended_header_is_refused_from_its_header(built: dict[str, Path], case: str) -> None:
+    """A 1 GiB long name or PAX record is refused from the header that declares it."""
+    message = timed(lambda: assert_rejected(built[case], built["pubkey"], "extended header"))
+    assert "1073741824 bytes" in message and len(message) < 400
+
+
+def _limit_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["gnu-long-name", "pax-header"],
+)
+def test_verify_cli_under_memory_limit(built: dict[str, Path], case: str) -> None:
+    """``python -m lab verify`` in 256 MiB of address space, within 10 s: exit 1, one
+    sentence on stderr naming the archive, no traceback."""
+    start = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "lab", "verify", str(built[case]), "--pubkey", str(built["pubkey"])],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=_limit_memory,
+        check=False,
+    )
+    elapsed = time.monotonic() - start
+    assert "Traceback" not in proc.stderr and "MemoryError" not in proc.stderr, proc.stderr
+    assert proc.returncode == 1, (proc.returncode, proc.stderr[-2000:])
+    last = proc.stderr.strip().splitlines()[-1]
+    assert built[case].name in last and last.endswith("."), last
+    assert elapsed < SECONDS, elapsed
