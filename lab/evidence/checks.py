@@ -13,9 +13,10 @@ member at fault) to a :class:`VerifyReport`; none raises for a bad archive.
 
 from __future__ import annotations
 
+import bisect
 import json
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Literal
 
 from lab.errors import ArchiveError, SigningError
@@ -236,16 +237,16 @@ def checksum_checks(
         return None
 
     present = {name for name in files if name not in UNLISTED}
+    ordered = sorted(listed)
     missing = sorted(set(listed) - present)
     extra = sorted(present - set(listed))
     for excluded in sorted(UNLISTED):
         if excluded in listed:
             extra.append(f"{excluded} (listed in SHA256SUMS)")
-    parents = {str(p) for name in listed for p in PurePosixPath(name).parents}
     stray_dirs = [
         m.name
         for m in scan.members
-        if m.kind == "directory" and "/" in m.name and m.name.split("/", 1)[1] not in parents
+        if m.kind == "directory" and "/" in m.name and not _holds_listed(ordered, m.name)
     ]
     found_parts = []
     if missing:
@@ -286,6 +287,15 @@ def checksum_checks(
         else None,
     )
     return listed
+
+
+def _holds_listed(ordered: list[str], member: str) -> bool:
+    """Whether directory ``member`` (``<top>/<path>``) holds a file of the sorted list:
+    a binary search for its prefix, never a set of every listed name's parents (which is
+    quadratic in a path's depth)."""
+    prefix = member.split("/", 1)[1] + "/"
+    i = bisect.bisect_left(ordered, prefix)
+    return i < len(ordered) and ordered[i].startswith(prefix)
 
 
 #: results.json names the schema it matches in ``$schema``; the run ships that file

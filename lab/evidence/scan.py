@@ -27,9 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from lab.evidence.archive import (
-    GENERATED,
-)
+from lab.evidence.archive import GENERATED, MAX_PATH_DEPTH, MAX_PATH_LENGTH
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -55,8 +53,8 @@ class Limits:
     #: before tarfile reads it into memory
     max_extended_header: int = 64 * 1024
     #: a member name (after any long-name or PAX path record), and its directory depth
-    max_name_length: int = 1024
-    max_path_depth: int = 32
+    max_name_length: int = MAX_PATH_LENGTH + 64  # the top directory and its slash
+    max_path_depth: int = MAX_PATH_DEPTH + 1
     #: all member names together, and all kept signing files together (the memory budget)
     max_names_total: int = 16 * MiB
     max_metadata_total: int = 48 * MiB

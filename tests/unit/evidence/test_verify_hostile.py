@@ -15,8 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from lab.errors import ArchiveError
+from lab.evidence.archive import MAX_PATH_DEPTH, name_problem, parse_checksums
 from lab.evidence.keys import generate_keypair
 from lab.evidence.signing import Signer
+from lab.evidence.verify import inspect_archive
 from tests.conftest import ROOT
 from tests.unit.evidence import hostile_archives as crafted
 from tests.unit.evidence.test_verify import assert_rejected, make_archive
@@ -61,13 +64,35 @@ def test_huge_extended_header_is_refused_from_its_header(built: dict[str, Path],
     assert "1073741824 bytes" in message and len(message) < 400
 
 
+@pytest.mark.parametrize("pubkey", [True, False])
+def test_deep_paths_in_sha256sums(built: dict[str, Path], pubkey: bool) -> None:
+    """Four listed paths 40,000 directories deep: refused by the line's length, quickly."""
+    key = built["pubkey"] if pubkey else None
+    message = timed(lambda: assert_rejected(built["deep-paths"], key, "SHA256SUMS"))
+    assert len(message) < 400
+
+
+def test_deep_paths_are_bounded_even_when_signed(built: dict[str, Path]) -> None:
+    """Without --pubkey the attacker's own signature holds: the path bound itself refuses."""
+    report = inspect_archive(built["deep-paths"], pubkey=None)
+    check = next(c for c in report.checks if c.name == "SHA256SUMS")
+    assert not check.passed and "characters long" in (check.message or ""), check
+
+
+def test_listed_path_depth_is_bounded() -> None:
+    deep = "d/" * (MAX_PATH_DEPTH + 1) + "f"
+    with pytest.raises(ArchiveError, match="levels deep"):
+        parse_checksums(f"SHA256 ({deep}) = {'0' * 64}\n")
+    assert name_problem("d/" * MAX_PATH_DEPTH + "f") is None
+
+
 def _limit_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
 
 
 @pytest.mark.parametrize(
     "case",
-    ["gnu-long-name", "pax-header"],
+    ["gnu-long-name", "pax-header", "deep-paths"],
 )
 def test_verify_cli_under_memory_limit(built: dict[str, Path], case: str) -> None:
     """``python -m lab verify`` in 256 MiB of address space, within 10 s: exit 1, one
