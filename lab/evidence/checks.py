@@ -4,17 +4,16 @@ member at fault) to a :class:`VerifyReport`; none raises for a bad archive.
 
     report = VerifyReport(archive="r1.tar.gz")
     files = structure_checks(report, scan, limits)    # run-relative name -> SHA-256
+    key = signature_checks(report, scan, pubkey)       # first: a bad --pubkey raises
     listed = checksum_checks(report, scan, files)     # None when SHA256SUMS is unreadable
-    key = signature_checks(report, scan, pubkey)       # a bad --pubkey raises SigningError
     other_form_checks(report, scan, key, listed)       # lab.evidence.forms
-    provenance_checks(report, scan, key, files)
+    provenance_checks(report, scan, key, files, listed)   # parsed only when vouched for
     report.ok, report.first_failure
 """
 
 from __future__ import annotations
 
 import bisect
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -31,7 +30,13 @@ from lab.evidence.archive import (
     parse_checksums,
 )
 from lab.evidence.keys import PublicKey
-from lab.evidence.provenance import BUILD_TYPE, PREDICATE_TYPE, STATEMENT_TYPE, open_envelope
+from lab.evidence.provenance import (
+    BUILD_TYPE,
+    PREDICATE_TYPE,
+    STATEMENT_TYPE,
+    loads_bounded,
+    open_envelope,
+)
 from lab.evidence.scan import GiB, Limits, MiB, Scan
 from lab.evidence.signing import verify_detached
 
@@ -408,9 +413,25 @@ def signature_checks(report: VerifyReport, scan: Scan, pubkey: Path | None) -> P
     return key
 
 
+def _unvouched(report: VerifyReport, files: dict[str, str], listed: dict[str, str] | None) -> str:
+    """Why the provenance may not be parsed yet, or "" when the signed SHA256SUMS vouches
+    for it: its signature verified and it lists the provenance's digest."""
+    signed = any(c.name == "SHA256SUMS signature" and c.passed for c in report.checks)
+    if not signed:
+        return "the signature over SHA256SUMS does not verify"
+    if listed is None or listed.get(PROVENANCE) != files.get(PROVENANCE):
+        return "its digest is not the one the signed SHA256SUMS lists"
+    return ""
+
+
 def provenance_checks(
-    report: VerifyReport, scan: Scan, key: PublicKey | None, files: dict[str, str]
+    report: VerifyReport,
+    scan: Scan,
+    key: PublicKey | None,
+    files: dict[str, str],
+    listed: dict[str, str] | None,
 ) -> None:
+    """The DSSE envelope, parsed only once the signed SHA256SUMS vouches for its bytes."""
     top = report.run_id or "<top>"
     raw = scan.metadata.get(PROVENANCE)
     expected = f"DSSE envelope signed by key {key.key_id if key else '?'}"
@@ -419,16 +440,20 @@ def provenance_checks(
         report.add("provenance signature", False, expected, why, f"{report.archive}: {why}.")
         return
     what = f"{top}/{PROVENANCE}"
+    if reason := _unvouched(report, files, listed):
+        why = f"{report.archive}: {what} was not parsed: {reason}; obtain the archive again."
+        report.add("provenance signature", False, expected, f"not parsed: {reason}", why)
+        return
     try:
         lines = raw.decode("utf-8").splitlines()
         if len(lines) != 1:
             raise SigningError(f"{what} must hold exactly one line (one envelope).")
-        envelope = json.loads(lines[0])
+        envelope = loads_bounded(lines[0].encode(), what=what)
         if not isinstance(envelope, dict):
             raise SigningError(f"{what} is not a JSON object.")
         statement = open_envelope(envelope, key, what=what)
-    except (SigningError, ValueError, UnicodeDecodeError) as exc:
-        why = str(exc) if isinstance(exc, SigningError) else f"{what} is not valid JSON."
+    except (SigningError, UnicodeDecodeError) as exc:
+        why = str(exc) if isinstance(exc, SigningError) else f"{what} is not UTF-8."
         why = f"{report.archive}: {why}"
         report.add("provenance signature", False, expected, "does not verify", why)
         return

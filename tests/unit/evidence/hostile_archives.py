@@ -14,7 +14,15 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from lab.evidence.archive import CHECKSUMS, CHECKSUMS_SIG, PROVENANCE, UNLISTED, render_checksums
+from lab.evidence.archive import (
+    CHECKSUMS,
+    CHECKSUMS_SIG,
+    PROVENANCE,
+    PUBKEY,
+    PUBKEY_PEM,
+    UNLISTED,
+    render_checksums,
+)
 from lab.evidence.signing import Signer
 from tests.unit.evidence.test_verify import Entry, find, read_entries, rel, write_entries
 
@@ -80,10 +88,20 @@ def pax_header(dest: Path, size: int = GiB) -> Path:
 
 
 def resign(entries: list[Entry], signer: Signer, sums: bytes) -> None:
-    """Replace SHA256SUMS by ``sums`` and sign it with ``signer`` (an attacker's own key)."""
+    """Replace SHA256SUMS by ``sums`` and sign it with ``signer`` (an attacker's own key,
+    which replaces lab.pub and lab.pub.pem; ``sums`` lists them as they are then)."""
     entries[find(entries, CHECKSUMS)] = (entries[find(entries, CHECKSUMS)][0], sums)
     sig = signer.sign_detached(sums, file_name=CHECKSUMS).encode()
     entries[find(entries, CHECKSUMS_SIG)] = (entries[find(entries, CHECKSUMS_SIG)][0], sig)
+
+
+def own_keys(entries: list[Entry], signer: Signer) -> None:
+    """The attacker's public key in place of lab.pub and lab.pub.pem."""
+    for name, data in (
+        (PUBKEY, signer.public_key_file().encode()),
+        (PUBKEY_PEM, signer.public_key.to_pem()),
+    ):
+        entries[find(entries, name)] = (entries[find(entries, name)][0], data)
 
 
 def relist(entries: list[Entry]) -> bytes:
@@ -99,6 +117,7 @@ def relist(entries: list[Entry]) -> bytes:
 def deep_paths(good: Path, dest: Path, signer: Signer, depth: int = 40_000) -> Path:
     """SHA256SUMS (signed) naming four paths ``depth`` directories deep."""
     entries = read_entries(good)
+    own_keys(entries, signer)
     digest = "0" * 64
     lines = "".join(f"SHA256 ({'d/' * depth}f{i}) = {digest}\n" for i in range(4))
     resign(entries, signer, relist(entries) + lines.encode())
@@ -112,6 +131,7 @@ def deep_provenance(good: Path, dest: Path, signer: Signer | None = None) -> Pat
     i = find(entries, PROVENANCE)
     entries[i] = (entries[i][0], b"[" * 200_000 + b"\n")
     if signer is not None:
+        own_keys(entries, signer)
         resign(entries, signer, relist(entries))
     return write_entries(entries, dest)
 

@@ -6,6 +6,7 @@ one through ``python -m lab verify`` under a 256 MiB address-space limit.
 
 from __future__ import annotations
 
+import base64
 import resource
 import subprocess
 import sys
@@ -15,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from lab.errors import ArchiveError
+from lab.errors import ArchiveError, SigningError
 from lab.evidence.archive import MAX_PATH_DEPTH, name_problem, parse_checksums
 from lab.evidence.keys import generate_keypair
+from lab.evidence.provenance import json_depth_problem, open_envelope, pae, sign_envelope
 from lab.evidence.signing import Signer
 from lab.evidence.verify import inspect_archive
 from tests.conftest import ROOT
@@ -68,7 +70,8 @@ def test_huge_extended_header_is_refused_from_its_header(built: dict[str, Path],
 def test_deep_paths_in_sha256sums(built: dict[str, Path], pubkey: bool) -> None:
     """Four listed paths 40,000 directories deep: refused by the line's length, quickly."""
     key = built["pubkey"] if pubkey else None
-    message = timed(lambda: assert_rejected(built["deep-paths"], key, "SHA256SUMS"))
+    needle = "signed by someone else" if pubkey else "SHA256SUMS"
+    message = timed(lambda: assert_rejected(built["deep-paths"], key, needle))
     assert len(message) < 400
 
 
@@ -86,13 +89,54 @@ def test_listed_path_depth_is_bounded() -> None:
     assert name_problem("d/" * MAX_PATH_DEPTH + "f") is None
 
 
+@pytest.mark.parametrize("case", ["deep-provenance", "deep-provenance-resigned"])
+@pytest.mark.parametrize("pubkey", [True, False])
+def test_deeply_nested_provenance(built: dict[str, Path], case: str, pubkey: bool) -> None:
+    """200,000 nested '[' in provenance.intoto.jsonl: one sentence, no RecursionError."""
+    key = built["pubkey"] if pubkey else None
+    message = timed(lambda: assert_rejected(built[case], key))
+    assert "Recursion" not in message
+
+
+def test_deeply_nested_provenance_is_not_parsed_unsigned(built: dict[str, Path]) -> None:
+    """The list's signature and the provenance's listed digest come before any JSON."""
+    report = inspect_archive(built["deep-provenance"], pubkey=built["pubkey"])
+    failure = report.first_failure
+    assert failure is not None and "provenance.intoto.jsonl" in (failure.message or "")
+    prov = next(c for c in report.checks if c.name == "provenance signature")
+    assert "not parsed" in prov.found, prov
+    names = [c.name for c in report.checks]
+    assert names.index("SHA256SUMS signature") < names.index("SHA256SUMS")
+
+
+def test_deeply_nested_provenance_signed_by_the_attacker(built: dict[str, Path]) -> None:
+    """A list re-signed with the attacker's own key vouches for the provenance: the JSON depth
+    bound refuses it."""
+    report = inspect_archive(built["deep-provenance-resigned"], pubkey=None)
+    prov = next(c for c in report.checks if c.name == "provenance signature")
+    assert not prov.passed and "nested more than 64 levels" in (prov.message or ""), prov
+
+
+def test_deep_signed_payload_is_bounded() -> None:
+    """The DSSE payload (signed by whoever holds the key) is depth-checked too."""
+    signer = Signer.ephemeral()
+    envelope = sign_envelope({"x": 1}, signer)
+    envelope["payload"] = base64.b64encode(b"[" * 100_000).decode()
+    envelope["signatures"][0]["sig"] = base64.b64encode(
+        signer.sign(pae(envelope["payloadType"], b"[" * 100_000))
+    ).decode()
+    with pytest.raises(SigningError, match="nested more than 64 levels"):
+        open_envelope(envelope, signer.public_key, what="p")
+    assert json_depth_problem(b'{"a": "[[[[[[[[", "b": [[1]]}', max_depth=3) is None
+
+
 def _limit_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
 
 
 @pytest.mark.parametrize(
     "case",
-    ["gnu-long-name", "pax-header", "deep-paths"],
+    ["gnu-long-name", "pax-header", "deep-paths", "deep-provenance", "deep-provenance-resigned"],
 )
 def test_verify_cli_under_memory_limit(built: dict[str, Path], case: str) -> None:
     """``python -m lab verify`` in 256 MiB of address space, within 10 s: exit 1, one
