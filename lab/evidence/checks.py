@@ -170,14 +170,16 @@ def structure_checks(report: VerifyReport, scan: Scan, limits: Limits) -> dict[s
 
     problems: list[str] = []
     tops = {m.name.split("/", 1)[0] for m in scan.members if not m.name.startswith("/")}
-    seen: set[str] = set()
+    counts: dict[str, int] = {}
+    for m in scan.members:
+        counts[m.name] = counts.get(m.name, 0) + 1
     for m in scan.members:
         problem = name_problem(m.name)
         if problem is not None:
-            problems.append(f"member {m.name!r} {problem}")
-        elif m.name in seen:
-            problems.append(f"member {m.name!r} appears more than once")
-        seen.add(m.name)
+            problems.append(f"member {m.name[:80]!r} {problem}")
+        elif counts.get(m.name, 0) > 1:  # one problem per name, however many copies
+            problems.append(f"member {m.name!r} appears more than once ({counts[m.name]} times)")
+            counts[m.name] = 0
     if len(tops) > 1:
         problems.append(f"members are under {len(tops)} top directories ({_short(sorted(tops))})")
     for m in scan.members:

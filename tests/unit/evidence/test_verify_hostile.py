@@ -130,13 +130,28 @@ def test_deep_signed_payload_is_bounded() -> None:
     assert json_depth_problem(b'{"a": "[[[[[[[[", "b": [[1]]}', max_depth=3) is None
 
 
+def test_duplicate_members_linear_and_one_sentence(built: dict[str, Path]) -> None:
+    """99,000 copies of lab.pub after the genuine one: one problem, in linear time."""
+    message = timed(
+        lambda: assert_rejected(built["duplicates"], built["pubkey"], "lab.pub", "more than once")
+    )
+    assert "99001 times" in message and len(message) < 400
+
+
 def _limit_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
 
 
 @pytest.mark.parametrize(
     "case",
-    ["gnu-long-name", "pax-header", "deep-paths", "deep-provenance", "deep-provenance-resigned"],
+    [
+        "gnu-long-name",
+        "pax-header",
+        "deep-paths",
+        "deep-provenance",
+        "deep-provenance-resigned",
+        "duplicates",
+    ],
 )
 def test_verify_cli_under_memory_limit(built: dict[str, Path], case: str) -> None:
     """``python -m lab verify`` in 256 MiB of address space, within 10 s: exit 1, one
