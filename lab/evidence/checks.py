@@ -34,6 +34,7 @@ from lab.evidence.provenance import (
     BUILD_TYPE,
     PREDICATE_TYPE,
     STATEMENT_TYPE,
+    invocation_id,
     loads_bounded,
     open_envelope,
 )
@@ -460,6 +461,7 @@ def provenance_checks(
         report.add("provenance signature", False, expected, "does not verify", why)
         return
     report.add("provenance signature", True, expected, "valid")
+    run_id_check(report, statement)
 
     subjects: dict[str, str] = {}
     malformed = False
@@ -520,3 +522,24 @@ def provenance_checks(
     signing = internal.get("signing") if isinstance(internal, dict) else None
     if isinstance(signing, dict) and isinstance(signing.get("ephemeral"), bool):
         report.ephemeral = signing["ephemeral"]
+
+
+def run_id_check(report: VerifyReport, statement: Any) -> None:
+    """The top directory (the run id printed as the archive's) must be the run id the signed
+    provenance names: a renamed archive is refused, and its run id never reported."""
+    signed = invocation_id(statement)
+    top = report.run_id
+    bound = isinstance(signed, str) and signed == top
+    report.add(
+        "run id",
+        bound,
+        "the top directory is the run id the signed provenance names (invocationId)",
+        f"{top}/ and {signed!r}" if not bound else f"{top}",
+        None
+        if bound
+        else f"{report.archive}: the top directory {str(top)[:80]!r} is not the run id "
+        f"{str(signed)[:80]!r} that the signed provenance names, so the archive was renamed; "
+        "verify the archive as its producer published it.",
+    )
+    if not bound:
+        report.run_id = None

@@ -285,3 +285,12 @@ def open_envelope(envelope: Mapping[str, Any], public_key: PublicKey, *, what: s
     """Verify an in-toto DSSE envelope and return its parsed JSON statement."""
     body = verify_envelope(envelope, public_key, what=what)
     return loads_bounded(body, what=f"{what}: the signed payload")
+
+
+def invocation_id(statement: Any) -> str | None:
+    """The run id a statement names (``runDetails.metadata.invocationId``), or None."""
+    predicate = statement.get("predicate") if isinstance(statement, dict) else None
+    details = predicate.get("runDetails") if isinstance(predicate, dict) else None
+    metadata = details.get("metadata") if isinstance(details, dict) else None
+    signed = metadata.get("invocationId") if isinstance(metadata, dict) else None
+    return signed if isinstance(signed, str) else None

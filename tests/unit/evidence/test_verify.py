@@ -168,6 +168,7 @@ def test_good_archive_passes_every_check(good: ArchiveInfo, pubkey: Path) -> Non
         "provenance subjects",
         "provenance build type",
         "results schema",
+        "run id",
     }
     assert report.run_id == "run-1"
     assert report.ephemeral is False and report.trusted_key
@@ -606,7 +607,7 @@ def test_cli_prints_every_check(good: ArchiveInfo, pubkey: Path) -> None:
     console = Console(record=True, width=200)
     assert _cli_verify(good.path, pubkey, console) == 0
     text = console.export_text()
-    assert text.count("PASS") == 16 and "FAIL" not in text
+    assert text.count("PASS") == 17 and "FAIL" not in text
     assert "authenticity established for that key" in text
     assert "512 MiB each, 2 GiB in total" in text
 
@@ -622,7 +623,7 @@ def test_cli_prints_the_whole_table_then_raises_the_first_failure(
     with pytest.raises(VerificationError, match=r"report\.md does not match SHA256SUMS"):
         _cli_verify(tampered(good, tmp_path, damage), pubkey, console)
     text = console.export_text()
-    assert "FAIL" in text and text.count("PASS") == 14  # every check, not only the first failure
+    assert "FAIL" in text and text.count("PASS") == 15  # every check, not only the first failure
     assert "OK" not in text
 
 

@@ -138,6 +138,17 @@ def test_duplicate_members_linear_and_one_sentence(built: dict[str, Path]) -> No
     assert "99001 times" in message and len(message) < 400
 
 
+@pytest.mark.parametrize("pubkey", [True, False])
+def test_renamed_top_directory_is_refused(built: dict[str, Path], pubkey: bool) -> None:
+    """run-1/ renamed run-forged/: the run id is bound to the signed provenance."""
+    key = built["pubkey"] if pubkey else None
+    message = assert_rejected(built["renamed-top"], key, "'run-forged'", "'run-1'", "run id")
+    report = inspect_archive(built["renamed-top"], pubkey=key)
+    assert report.run_id is None, "an unbound run id is never reported as the run's"
+    assert not report.authenticity_established
+    assert "renamed" in message
+
+
 def _limit_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
 
@@ -151,6 +162,7 @@ def _limit_memory() -> None:
         "deep-provenance",
         "deep-provenance-resigned",
         "duplicates",
+        "renamed-top",
     ],
 )
 def test_verify_cli_under_memory_limit(built: dict[str, Path], case: str) -> None:
