@@ -290,11 +290,20 @@ def checksum_checks(
         if mismatched
         else f"{len(listed) - len(missing)} match",
         f"{report.archive}: {top}/{first} does not match SHA256SUMS (expected "
-        f"{listed[first][:16]}…, found {files[first][:16]}…): the member was changed."
+        f"{_distinct(listed[first], files[first])}): the member was changed."
         if first
         else None,
     )
     return listed
+
+
+def _distinct(expected: str, found: str) -> str:
+    """``expected <prefix>…, found <prefix>…``, each prefix long enough to show where the two
+    digests differ (16 digits at least)."""
+    differ = next((i for i, (a, b) in enumerate(zip(expected, found, strict=False)) if a != b), 0)
+    n = max(16, differ + 1)
+    cut = "…" if n < max(len(expected), len(found)) else ""
+    return f"{expected[:n]}{cut}, found {found[:n]}{cut}"
 
 
 def _holds_listed(ordered: list[str], member: str) -> bool:
@@ -304,34 +313,6 @@ def _holds_listed(ordered: list[str], member: str) -> bool:
     prefix = member.split("/", 1)[1] + "/"
     i = bisect.bisect_left(ordered, prefix)
     return i < len(ordered) and ordered[i].startswith(prefix)
-
-
-#: results.json names the schema it matches in ``$schema``; the run ships that file
-RESULTS = "results.json"
-RESULTS_SCHEMA = "results.schema.json"
-
-
-def results_schema_check(
-    report: VerifyReport, files: dict[str, str], listed: dict[str, str] | None
-) -> None:
-    """A run's ``results.json`` comes with the ``results.schema.json`` it names in ``$schema``,
-    listed in SHA256SUMS so the signature covers the schema as well as the results."""
-    if RESULTS not in files:
-        return  # not a run directory the lab wrote; the other checks say what it is
-    top = report.run_id or "<top>"
-    present = RESULTS_SCHEMA in files
-    covered = present and listed is not None and RESULTS_SCHEMA in listed
-    found = "listed in SHA256SUMS" if covered else "not listed" if present else "missing"
-    report.add(
-        "results schema",
-        covered,
-        f"{RESULTS_SCHEMA} beside {RESULTS}, listed in SHA256SUMS",
-        found,
-        None
-        if covered
-        else f"{report.archive}: {top}/{RESULTS_SCHEMA} (the schema results.json names) is "
-        f"{'not listed in SHA256SUMS' if present else 'missing'}.",
-    )
 
 
 def signature_checks(report: VerifyReport, scan: Scan, pubkey: Path | None) -> PublicKey | None:

@@ -28,11 +28,10 @@ from lab.evidence.checks import (
     VerifyReport,
     checksum_checks,
     provenance_checks,
-    results_schema_check,
     signature_checks,
     structure_checks,
 )
-from lab.evidence.forms import other_form_checks
+from lab.evidence.forms import other_form_checks, results_schema_check
 from lab.evidence.scan import Limits, scan_archive, scan_directory
 
 

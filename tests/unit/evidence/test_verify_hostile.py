@@ -18,6 +18,7 @@ import pytest
 
 from lab.errors import ArchiveError, SigningError
 from lab.evidence.archive import MAX_PATH_DEPTH, name_problem, parse_checksums
+from lab.evidence.checks import _distinct
 from lab.evidence.keys import generate_keypair
 from lab.evidence.provenance import json_depth_problem, open_envelope, pae, sign_envelope
 from lab.evidence.signing import Signer
@@ -149,6 +150,24 @@ def test_renamed_top_directory_is_refused(built: dict[str, Path], pubkey: bool) 
     assert "renamed" in message
 
 
+def test_flipped_byte_in_sha256sums_is_blamed_on_it(built: dict[str, Path]) -> None:
+    """A digit flipped in results.json's SHA256SUMS line, past the 16th: SHA256SUMS (its
+    signature) is blamed, not results.json, and the digests shown differ."""
+    message = assert_rejected(built["flipped-sums"], built["pubkey"], "SHA256SUMS.sig")
+    assert "results.json" not in message
+    report = inspect_archive(built["flipped-sums"], pubkey=built["pubkey"])
+    digests = next(c for c in report.checks if c.name == "member digests")
+    shown = (digests.message or "").split("(expected ")[1].split("):")[0]
+    expected, found = shown.split(", found ")
+    assert expected != found and len(expected.rstrip("…")) == 41, digests.message
+
+
+def test_distinct_digest_prefixes() -> None:
+    a, b = "ab" * 32, "ab" * 20 + "ff" + "ab" * 11
+    assert _distinct(a, b) == f"{a[:41]}…, found {b[:41]}…"
+    assert _distinct("0" * 64, "1" + "0" * 63) == f"{'0' * 16}…, found 1{'0' * 15}…"
+
+
 def _limit_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
 
@@ -163,6 +182,7 @@ def _limit_memory() -> None:
         "deep-provenance-resigned",
         "duplicates",
         "renamed-top",
+        "flipped-sums",
     ],
 )
 def test_verify_cli_under_memory_limit(built: dict[str, Path], case: str) -> None:
