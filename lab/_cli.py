@@ -27,8 +27,6 @@ __all__ = ["build_parser", "main"]
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
-    from lab.reports.console import print_summary
-
     human = _human(args, console)
     request = RunRequest(
         names=list(args.scenarios),
@@ -47,6 +45,18 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         run_id=args.run_id,
     )
     outcome = execute(request, say=lambda msg: human.print(msg, highlight=False))
+    status = 0 if outcome.result.calibrated else 1
+    try:
+        _print_run(args, outcome, human)
+    except KeyboardInterrupt:
+        # the run finished (and its archive, if any, is whole): not an interrupted run
+        human.print(f"The run had finished before the interrupt: {outcome.run_dir}")
+    return status
+
+
+def _print_run(args: argparse.Namespace, outcome: Any, human: Console) -> None:
+    from lab.reports.console import print_summary
+
     print_summary(outcome.result, human)
     human.print(f"Run directory: {outcome.run_dir}")
     if outcome.archive is not None:
@@ -58,7 +68,6 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
             run_summary(outcome.result, run_dir=outcome.run_dir, archive=outcome.archive),
             schema="run-summary",
         )
-    return 0 if outcome.result.calibrated else 1
 
 
 def print_archive(info: object, console: Console) -> None:
@@ -354,8 +363,13 @@ def main(argv: list[str] | None = None) -> int:
         "campaign": cmd_campaign,
         "completion": cmd_completion,
     }
+    from lab.run.interrupt import terminate_as_interrupt
+
     try:
-        return handlers[args.command](args, console)
+        # SIGTERM (docker stop, timeout, Kubernetes) is handled like Ctrl-C: the run stops
+        # every process it started and is marked incomplete (lab.run.interrupt)
+        with terminate_as_interrupt():
+            return handlers[args.command](args, console)
     except LabError as exc:
         err.print(f"[bold red]error:[/] {exc.diagnostics()}", highlight=False, soft_wrap=True)
         return exc.exit_code

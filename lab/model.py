@@ -348,6 +348,8 @@ class RunResult:
     shard: dict[str, Any] | None = None
     #: a merged run (``lab merge``): one record per shard archive it was made of
     shards: list[dict[str, Any]] = field(default_factory=list)
+    #: an interrupted run (lab.run.interrupt): ``{"reason": ...}``; never signed or packed
+    incomplete: dict[str, Any] | None = None
 
     @property
     def calibration(self) -> Calibration:
@@ -363,7 +365,7 @@ class RunResult:
     @property
     def calibrated(self) -> bool:
         """Every scenario executed and no observation disagrees with its expectation."""
-        return self.executed and self.calibration.not_met == 0
+        return self.incomplete is None and self.executed and self.calibration.not_met == 0
 
     def to_dict(self) -> dict[str, Any]:
         sharding: dict[str, Any] = {"shard": self.shard} if self.shard is not None else {}
@@ -371,6 +373,8 @@ class RunResult:
             sharding["shards"] = self.shards
         if self.campaign is not None:
             sharding["campaign"] = self.campaign.to_dict()
+        if self.incomplete is not None:
+            sharding["incomplete"] = self.incomplete
         return {
             **sharding,
             "schema_version": SCHEMA_VERSION,

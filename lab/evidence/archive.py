@@ -86,12 +86,22 @@ _CHECKSUM_LINE = re.compile(r"SHA256 \((?P<path>.+)\) = (?P<digest>[0-9a-f]{64})
 #: ``name_problem`` refuses backslashes and control characters)
 _GNU_LINE = re.compile(r"(?P<digest>[0-9a-f]{64})  (?P<path>.+)")
 _UNSAFE_CHARS = re.compile(r"[\x00-\x1f\x7f\\]")
+#: a member path's length and directory depth: a lab run's are far below; a longer or
+#: deeper name is refused before anything is built from it
+MAX_PATH_LENGTH = 1024
+MAX_PATH_DEPTH = 32
+#: SHA256SUMS lines (a list cannot name more files than an archive may hold)
+MAX_ENTRIES = 100_000
 
 
 def name_problem(name: str) -> str | None:
     """Why ``name`` is not a safe relative member path, or ``None`` when it is."""
     if not name:
         return "is empty"
+    if len(name) > MAX_PATH_LENGTH:
+        return f"is {len(name)} characters long (limit {MAX_PATH_LENGTH})"
+    if name.count("/") > MAX_PATH_DEPTH:
+        return f"is more than {MAX_PATH_DEPTH} levels deep"
     if name.startswith("/"):
         return "is an absolute path"
     if _UNSAFE_CHARS.search(name):
@@ -172,7 +182,19 @@ def parse_checksums(text: str, *, what: str = CHECKSUMS, gnu: bool = False) -> d
     digests: dict[str, str] = {}
     if text and not text.endswith("\n"):
         raise ArchiveError(f"{what}: the last line has no line feed; the file was cut short.")
-    for number, line in enumerate(text.split("\n")[:-1], start=1):
+    lines = text.split("\n")[:-1]
+    if len(lines) > MAX_ENTRIES:
+        raise ArchiveError(
+            f"{what} has {len(lines)} lines, more than the {MAX_ENTRIES} files an archive may "
+            "hold; it was not written by the lab."
+        )
+    for number, line in enumerate(lines, start=1):
+        if len(line) > MAX_PATH_LENGTH + 80:
+            raise ArchiveError(
+                f"{what}, line {number}: {line[:60]!r}… is {len(line)} characters long; a path "
+                f"may have at most {MAX_PATH_LENGTH} (and be at most {MAX_PATH_DEPTH} levels "
+                "deep)."
+            )
         match = (_GNU_LINE if gnu else _CHECKSUM_LINE).fullmatch(line)
         if match is None:
             form = "'<64 hex digits>  path'" if gnu else "'SHA256 (path) = <64 hex digits>'"
@@ -180,7 +202,7 @@ def parse_checksums(text: str, *, what: str = CHECKSUMS, gnu: bool = False) -> d
         name = match["path"]
         problem = name_problem(name)
         if problem is not None:
-            raise ArchiveError(f"{what}, line {number}: the path {name!r} {problem}.")
+            raise ArchiveError(f"{what}, line {number}: the path {name[:80]!r} {problem}.")
         if name in digests:
             raise ArchiveError(f"{what}, line {number}: {name!r} is listed twice.")
         digests[name] = match["digest"]

@@ -4,18 +4,18 @@ member at fault) to a :class:`VerifyReport`; none raises for a bad archive.
 
     report = VerifyReport(archive="r1.tar.gz")
     files = structure_checks(report, scan, limits)    # run-relative name -> SHA-256
+    key = signature_checks(report, scan, pubkey)       # first: a bad --pubkey raises
     listed = checksum_checks(report, scan, files)     # None when SHA256SUMS is unreadable
-    key = signature_checks(report, scan, pubkey)       # a bad --pubkey raises SigningError
     other_form_checks(report, scan, key, listed)       # lab.evidence.forms
-    provenance_checks(report, scan, key, files)
+    provenance_checks(report, scan, key, files, listed)   # parsed only when vouched for
     report.ok, report.first_failure
 """
 
 from __future__ import annotations
 
-import json
+import bisect
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Literal
 
 from lab.errors import ArchiveError, SigningError
@@ -30,7 +30,14 @@ from lab.evidence.archive import (
     parse_checksums,
 )
 from lab.evidence.keys import PublicKey
-from lab.evidence.provenance import BUILD_TYPE, PREDICATE_TYPE, STATEMENT_TYPE, open_envelope
+from lab.evidence.provenance import (
+    BUILD_TYPE,
+    PREDICATE_TYPE,
+    STATEMENT_TYPE,
+    invocation_id,
+    loads_bounded,
+    open_envelope,
+)
 from lab.evidence.scan import GiB, Limits, MiB, Scan
 from lab.evidence.signing import verify_detached
 
@@ -164,14 +171,16 @@ def structure_checks(report: VerifyReport, scan: Scan, limits: Limits) -> dict[s
 
     problems: list[str] = []
     tops = {m.name.split("/", 1)[0] for m in scan.members if not m.name.startswith("/")}
-    seen: set[str] = set()
+    counts: dict[str, int] = {}
+    for m in scan.members:
+        counts[m.name] = counts.get(m.name, 0) + 1
     for m in scan.members:
         problem = name_problem(m.name)
         if problem is not None:
-            problems.append(f"member {m.name!r} {problem}")
-        elif m.name in seen:
-            problems.append(f"member {m.name!r} appears more than once")
-        seen.add(m.name)
+            problems.append(f"member {m.name[:80]!r} {problem}")
+        elif counts.get(m.name, 0) > 1:  # one problem per name, however many copies
+            problems.append(f"member {m.name!r} appears more than once ({counts[m.name]} times)")
+            counts[m.name] = 0
     if len(tops) > 1:
         problems.append(f"members are under {len(tops)} top directories ({_short(sorted(tops))})")
     for m in scan.members:
@@ -236,16 +245,16 @@ def checksum_checks(
         return None
 
     present = {name for name in files if name not in UNLISTED}
+    ordered = sorted(listed)
     missing = sorted(set(listed) - present)
     extra = sorted(present - set(listed))
     for excluded in sorted(UNLISTED):
         if excluded in listed:
             extra.append(f"{excluded} (listed in SHA256SUMS)")
-    parents = {str(p) for name in listed for p in PurePosixPath(name).parents}
     stray_dirs = [
         m.name
         for m in scan.members
-        if m.kind == "directory" and "/" in m.name and m.name.split("/", 1)[1] not in parents
+        if m.kind == "directory" and "/" in m.name and not _holds_listed(ordered, m.name)
     ]
     found_parts = []
     if missing:
@@ -281,39 +290,29 @@ def checksum_checks(
         if mismatched
         else f"{len(listed) - len(missing)} match",
         f"{report.archive}: {top}/{first} does not match SHA256SUMS (expected "
-        f"{listed[first][:16]}…, found {files[first][:16]}…): the member was changed."
+        f"{_distinct(listed[first], files[first])}): the member was changed."
         if first
         else None,
     )
     return listed
 
 
-#: results.json names the schema it matches in ``$schema``; the run ships that file
-RESULTS = "results.json"
-RESULTS_SCHEMA = "results.schema.json"
+def _distinct(expected: str, found: str) -> str:
+    """``expected <prefix>…, found <prefix>…``, each prefix long enough to show where the two
+    digests differ (16 digits at least)."""
+    differ = next((i for i, (a, b) in enumerate(zip(expected, found, strict=False)) if a != b), 0)
+    n = max(16, differ + 1)
+    cut = "…" if n < max(len(expected), len(found)) else ""
+    return f"{expected[:n]}{cut}, found {found[:n]}{cut}"
 
 
-def results_schema_check(
-    report: VerifyReport, files: dict[str, str], listed: dict[str, str] | None
-) -> None:
-    """A run's ``results.json`` comes with the ``results.schema.json`` it names in ``$schema``,
-    listed in SHA256SUMS so the signature covers the schema as well as the results."""
-    if RESULTS not in files:
-        return  # not a run directory the lab wrote; the other checks say what it is
-    top = report.run_id or "<top>"
-    present = RESULTS_SCHEMA in files
-    covered = present and listed is not None and RESULTS_SCHEMA in listed
-    found = "listed in SHA256SUMS" if covered else "not listed" if present else "missing"
-    report.add(
-        "results schema",
-        covered,
-        f"{RESULTS_SCHEMA} beside {RESULTS}, listed in SHA256SUMS",
-        found,
-        None
-        if covered
-        else f"{report.archive}: {top}/{RESULTS_SCHEMA} (the schema results.json names) is "
-        f"{'not listed in SHA256SUMS' if present else 'missing'}.",
-    )
+def _holds_listed(ordered: list[str], member: str) -> bool:
+    """Whether directory ``member`` (``<top>/<path>``) holds a file of the sorted list:
+    a binary search for its prefix, never a set of every listed name's parents (which is
+    quadratic in a path's depth)."""
+    prefix = member.split("/", 1)[1] + "/"
+    i = bisect.bisect_left(ordered, prefix)
+    return i < len(ordered) and ordered[i].startswith(prefix)
 
 
 def signature_checks(report: VerifyReport, scan: Scan, pubkey: Path | None) -> PublicKey | None:
@@ -398,9 +397,25 @@ def signature_checks(report: VerifyReport, scan: Scan, pubkey: Path | None) -> P
     return key
 
 
+def _unvouched(report: VerifyReport, files: dict[str, str], listed: dict[str, str] | None) -> str:
+    """Why the provenance may not be parsed yet, or "" when the signed SHA256SUMS vouches
+    for it: its signature verified and it lists the provenance's digest."""
+    signed = any(c.name == "SHA256SUMS signature" and c.passed for c in report.checks)
+    if not signed:
+        return "the signature over SHA256SUMS does not verify"
+    if listed is None or listed.get(PROVENANCE) != files.get(PROVENANCE):
+        return "its digest is not the one the signed SHA256SUMS lists"
+    return ""
+
+
 def provenance_checks(
-    report: VerifyReport, scan: Scan, key: PublicKey | None, files: dict[str, str]
+    report: VerifyReport,
+    scan: Scan,
+    key: PublicKey | None,
+    files: dict[str, str],
+    listed: dict[str, str] | None,
 ) -> None:
+    """The DSSE envelope, parsed only once the signed SHA256SUMS vouches for its bytes."""
     top = report.run_id or "<top>"
     raw = scan.metadata.get(PROVENANCE)
     expected = f"DSSE envelope signed by key {key.key_id if key else '?'}"
@@ -409,20 +424,25 @@ def provenance_checks(
         report.add("provenance signature", False, expected, why, f"{report.archive}: {why}.")
         return
     what = f"{top}/{PROVENANCE}"
+    if reason := _unvouched(report, files, listed):
+        why = f"{report.archive}: {what} was not parsed: {reason}; obtain the archive again."
+        report.add("provenance signature", False, expected, f"not parsed: {reason}", why)
+        return
     try:
         lines = raw.decode("utf-8").splitlines()
         if len(lines) != 1:
             raise SigningError(f"{what} must hold exactly one line (one envelope).")
-        envelope = json.loads(lines[0])
+        envelope = loads_bounded(lines[0].encode(), what=what)
         if not isinstance(envelope, dict):
             raise SigningError(f"{what} is not a JSON object.")
         statement = open_envelope(envelope, key, what=what)
-    except (SigningError, ValueError, UnicodeDecodeError) as exc:
-        why = str(exc) if isinstance(exc, SigningError) else f"{what} is not valid JSON."
+    except (SigningError, UnicodeDecodeError) as exc:
+        why = str(exc) if isinstance(exc, SigningError) else f"{what} is not UTF-8."
         why = f"{report.archive}: {why}"
         report.add("provenance signature", False, expected, "does not verify", why)
         return
     report.add("provenance signature", True, expected, "valid")
+    run_id_check(report, statement)
 
     subjects: dict[str, str] = {}
     malformed = False
@@ -483,3 +503,24 @@ def provenance_checks(
     signing = internal.get("signing") if isinstance(internal, dict) else None
     if isinstance(signing, dict) and isinstance(signing.get("ephemeral"), bool):
         report.ephemeral = signing["ephemeral"]
+
+
+def run_id_check(report: VerifyReport, statement: Any) -> None:
+    """The top directory (the run id printed as the archive's) must be the run id the signed
+    provenance names: a renamed archive is refused, and its run id never reported."""
+    signed = invocation_id(statement)
+    top = report.run_id
+    bound = isinstance(signed, str) and signed == top
+    report.add(
+        "run id",
+        bound,
+        "the top directory is the run id the signed provenance names (invocationId)",
+        f"{top}/ and {signed!r}" if not bound else f"{top}",
+        None
+        if bound
+        else f"{report.archive}: the top directory {str(top)[:80]!r} is not the run id "
+        f"{str(signed)[:80]!r} that the signed provenance names, so the archive was renamed; "
+        "verify the archive as its producer published it.",
+    )
+    if not bound:
+        report.run_id = None

@@ -155,3 +155,31 @@ def gnu_list_check(report: VerifyReport, scan: Scan, listed: dict[str, str]) -> 
         problem or f"{len(gnu)} entries, as in SHA256SUMS",
         None if problem is None else f"{report.archive}: {problem}.",
     )
+
+
+#: results.json names the schema it matches in ``$schema``; the run ships that file
+RESULTS = "results.json"
+RESULTS_SCHEMA = "results.schema.json"
+
+
+def results_schema_check(
+    report: VerifyReport, files: dict[str, str], listed: dict[str, str] | None
+) -> None:
+    """A run's ``results.json`` comes with the ``results.schema.json`` it names in ``$schema``,
+    listed in SHA256SUMS so the signature covers the schema as well as the results."""
+    if RESULTS not in files:
+        return  # not a run directory the lab wrote; the other checks say what it is
+    top = report.run_id or "<top>"
+    present = RESULTS_SCHEMA in files
+    covered = present and listed is not None and RESULTS_SCHEMA in listed
+    found = "listed in SHA256SUMS" if covered else "not listed" if present else "missing"
+    report.add(
+        "results schema",
+        covered,
+        f"{RESULTS_SCHEMA} beside {RESULTS}, listed in SHA256SUMS",
+        found,
+        None
+        if covered
+        else f"{report.archive}: {top}/{RESULTS_SCHEMA} (the schema results.json names) is "
+        f"{'not listed in SHA256SUMS' if present else 'missing'}.",
+    )

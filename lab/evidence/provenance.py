@@ -41,6 +41,38 @@ _CARRIED_ELSEWHERE = frozenset({"scenarios", "lab_version"})
 _URI_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:[^\s]+$")
 
 
+#: JSON read from an archive (the envelope, its payload) may nest no deeper than this; the
+#: lab's statement nests 6 levels. Checked in one linear pass before ``json.loads``, whose
+#: recursion a deeply nested document would otherwise exhaust.
+MAX_JSON_DEPTH = 64
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+
+
+def json_depth_problem(data: bytes, *, max_depth: int = MAX_JSON_DEPTH) -> str | None:
+    """Why ``data`` is too deeply nested to parse, or None; linear, strings skipped."""
+    depth = 0
+    for byte in _JSON_STRING.sub(b"", data).translate(None, delete=_NOT_BRACKETS):
+        depth += 1 if byte in b"[{" else -1
+        if depth > max_depth:
+            return f"is nested more than {max_depth} levels deep"
+    return None
+
+
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def loads_bounded(data: bytes, *, what: str) -> Any:
+    """``json.loads`` of archive data after :func:`json_depth_problem`; one sentence naming
+    ``what`` (a :class:`SigningError`) when it is too deep or not JSON."""
+    problem = json_depth_problem(data)
+    if problem is not None:
+        raise SigningError(f"{what} {problem}; it was not written by the lab.")
+    try:
+        return json.loads(data)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise SigningError(f"{what} is not valid JSON.") from exc
+
+
 def pae(payload_type: str, body: bytes) -> bytes:
     """DSSE v1 Pre-Authentication Encoding: lengths are byte lengths, in decimal."""
     type_bytes = payload_type.encode("utf-8")
@@ -252,7 +284,13 @@ def verify_envelope(
 def open_envelope(envelope: Mapping[str, Any], public_key: PublicKey, *, what: str) -> Any:
     """Verify an in-toto DSSE envelope and return its parsed JSON statement."""
     body = verify_envelope(envelope, public_key, what=what)
-    try:
-        return json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise SigningError(f"{what}: the signed payload is not JSON.") from exc
+    return loads_bounded(body, what=f"{what}: the signed payload")
+
+
+def invocation_id(statement: Any) -> str | None:
+    """The run id a statement names (``runDetails.metadata.invocationId``), or None."""
+    predicate = statement.get("predicate") if isinstance(statement, dict) else None
+    details = predicate.get("runDetails") if isinstance(predicate, dict) else None
+    metadata = details.get("metadata") if isinstance(details, dict) else None
+    signed = metadata.get("invocationId") if isinstance(metadata, dict) else None
+    return signed if isinstance(signed, str) else None

@@ -27,9 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from lab.evidence.archive import (
-    GENERATED,
-)
+from lab.evidence.archive import GENERATED, MAX_PATH_DEPTH, MAX_PATH_LENGTH
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -47,10 +45,19 @@ class Limits:
     max_member_size: int = 512 * MiB
     max_total_size: int = 2 * GiB
     #: SHA256SUMS, its signatures, the public keys and the provenance are read into memory
-    max_metadata_size: int = 64 * MiB
+    max_metadata_size: int = 16 * MiB
     #: tar headers, PAX records and end padding allowed beyond the member data: the whole
     #: decompressed stream is capped at ``max_total_size + max_header_bytes``
     max_header_bytes: int = 64 * MiB
+    #: one GNU long-name or PAX extended header: refused from the header declaring more,
+    #: before tarfile reads it into memory
+    max_extended_header: int = 64 * 1024
+    #: a member name (after any long-name or PAX path record), and its directory depth
+    max_name_length: int = MAX_PATH_LENGTH + 64  # the top directory and its slash
+    max_path_depth: int = MAX_PATH_DEPTH + 1
+    #: all member names together, and all kept signing files together (the memory budget)
+    max_names_total: int = 16 * MiB
+    max_metadata_total: int = 48 * MiB
 
 
 class _CappedReader:
@@ -75,6 +82,51 @@ class _Bomb(Exception):
     pass
 
 
+#: tar headers whose data tarfile reads into memory as one string: GNU long names and
+#: links, PAX extended and global headers
+_EXTENDED = frozenset(
+    {
+        tarfile.GNUTYPE_LONGNAME,
+        tarfile.GNUTYPE_LONGLINK,
+        tarfile.XHDTYPE,
+        tarfile.XGLTYPE,
+        tarfile.SOLARIS_XHDTYPE,
+    }
+)
+#: extended headers in a row before a member (tarfile recurses once per header)
+_MAX_CHAIN = 8
+
+
+def _bounded_tarinfo(limits: Limits) -> type[tarfile.TarInfo]:
+    """A TarInfo that refuses, from its 512-byte header, an extended header larger than
+    ``limits.max_extended_header``, a chain of them, or a GNU sparse file, before tarfile
+    reads (and recurses into) its data."""
+
+    class Bounded(tarfile.TarInfo):
+        def _proc_member(self, tarfile_: tarfile.TarFile) -> tarfile.TarInfo | None:
+            # tarfile processes each extended header by recursing into the next one
+            chain: int = getattr(tarfile_, "_lab_chain", 0)
+            if self.type in _EXTENDED:
+                if self.size > limits.max_extended_header:
+                    raise _Bomb(
+                        f"an extended header ({self.name!r}, tar type {self.type!r}) that "
+                        f"declares {self.size} bytes (limit {limits.max_extended_header})"
+                    )
+                if chain >= _MAX_CHAIN:
+                    raise _Bomb(f"a chain of more than {_MAX_CHAIN} extended headers")
+                tarfile_._lab_chain = chain + 1  # type: ignore[attr-defined]
+            else:
+                tarfile_._lab_chain = 0  # type: ignore[attr-defined]
+                if self.type == tarfile.GNUTYPE_SPARSE:
+                    raise _Bomb(
+                        f"a GNU sparse file ({self.name[:80]!r}), which a lab run never has"
+                    )
+            result: tarfile.TarInfo | None = super()._proc_member(tarfile_)  # type: ignore[misc]
+            return result
+
+    return Bounded
+
+
 @dataclass
 class Member:
     name: str
@@ -87,6 +139,9 @@ class Member:
 class Scan:
     members: list[Member] = field(default_factory=list)
     metadata: dict[str, bytes] = field(default_factory=dict)
+    #: bytes of member names and of kept signing files so far (the memory budget)
+    names_total: int = 0
+    metadata_total: int = 0
     read_error: str | None = None
     limit_error: str | None = None
     largest: int = 0
@@ -141,7 +196,9 @@ def scan_archive(path: Path, limits: Limits) -> Scan:
     try:
         with open(path, "rb") as raw, gzip.GzipFile(fileobj=raw, mode="rb") as gz:
             reader = _CappedReader(gz, cap)
-            with tarfile.open(fileobj=reader, mode="r|") as tar:  # type: ignore[call-overload]
+            with tarfile.open(  # type: ignore[call-overload]
+                fileobj=reader, mode="r|", tarinfo=_bounded_tarinfo(limits)
+            ) as tar:
                 for info in tar:
                     if not _scan_member(tar, info, scan, limits):
                         return scan
@@ -152,7 +209,11 @@ def scan_archive(path: Path, limits: Limits) -> Scan:
                     scan.read_error = "there is data after the end of the tar archive"
                     return scan
     except _Bomb as exc:
-        scan.limit_error = f"the archive expands to {exc}"
+        scan.limit_error = (
+            f"the archive expands to {exc}"
+            if str(exc).startswith("more than")
+            else f"the tar stream holds {exc}"
+        )
     except (OSError, EOFError, zlib.error, tarfile.TarError) as exc:
         scan.read_error = _describe_read_error(exc)
     return scan
@@ -160,8 +221,7 @@ def scan_archive(path: Path, limits: Limits) -> Scan:
 
 def _scan_member(tar: tarfile.TarFile, info: tarfile.TarInfo, scan: Scan, limits: Limits) -> bool:
     """Record one member; False stops the scan (a limit was exceeded)."""
-    if len(scan.members) >= limits.max_members:
-        scan.limit_error = f"more than {limits.max_members} members"
+    if not _name_within_limits(info.name, scan, limits):
         return False
     kind = _KIND.get(info.type, f"tar type {info.type!r}")
     member = Member(info.name, kind, info.size)
@@ -192,8 +252,36 @@ def _scan_member(tar: tarfile.TarFile, info: tarfile.TarInfo, scan: Scan, limits
         if keep is not None:
             kept.append(chunk)
     member.digest = digest.hexdigest()
-    if keep is not None and not any(m.name == info.name for m in scan.members[:-1]):
+    if keep is not None and keep not in scan.metadata:  # a duplicate is refused by name
+        scan.metadata_total += info.size
+        if scan.metadata_total > limits.max_metadata_total:
+            scan.limit_error = (
+                f"the signing files total more than {limits.max_metadata_total} bytes"
+            )
+            return False
         scan.metadata[keep] = b"".join(kept)
+    return True
+
+
+def _name_within_limits(name: str, scan: Scan, limits: Limits) -> bool:
+    """Count, length, depth and total size of member names, checked before anything is
+    recorded; False (with ``scan.limit_error``) when one is exceeded."""
+    if len(scan.members) >= limits.max_members:
+        scan.limit_error = f"more than {limits.max_members} members"
+        return False
+    if len(name) > limits.max_name_length:
+        scan.limit_error = (
+            f"a member name of {len(name)} characters ({name[:60]!r}…; limit "
+            f"{limits.max_name_length})"
+        )
+        return False
+    if name.count("/") > limits.max_path_depth:
+        scan.limit_error = f"member {name[:60]!r}… is more than {limits.max_path_depth} levels deep"
+        return False
+    scan.names_total += len(name)
+    if scan.names_total > limits.max_names_total:
+        scan.limit_error = f"member names total more than {limits.max_names_total} bytes"
+        return False
     return True
 
 
@@ -261,10 +349,9 @@ def _walk(dir_fd: int, prefix: str, scan: Scan, limits: Limits) -> None:
     with os.scandir(dir_fd) as it:
         names = sorted(entry.name for entry in it)
     for name in names:
-        if len(scan.members) >= limits.max_members:
-            scan.limit_error = f"more than {limits.max_members} members"
-            raise _Stop
         member_name = f"{prefix}/{name}"
+        if not _name_within_limits(member_name, scan, limits):
+            raise _Stop
         mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
         kind = _kind_of(mode)
         if kind == "directory":
@@ -335,4 +422,10 @@ def _read_member(fh: BinaryIO, name: str, size: int, scan: Scan, limits: Limits)
     scan.largest = max(scan.largest, read)
     member.digest = digest.hexdigest()
     if keep is not None:
+        scan.metadata_total += read
+        if scan.metadata_total > limits.max_metadata_total:
+            scan.limit_error = (
+                f"the signing files total more than {limits.max_metadata_total} bytes"
+            )
+            raise _Stop
         scan.metadata[keep] = b"".join(kept)

@@ -28,11 +28,10 @@ from lab.evidence.checks import (
     VerifyReport,
     checksum_checks,
     provenance_checks,
-    results_schema_check,
     signature_checks,
     structure_checks,
 )
-from lab.evidence.forms import other_form_checks
+from lab.evidence.forms import other_form_checks, results_schema_check
 from lab.evidence.scan import Limits, scan_archive, scan_directory
 
 
@@ -74,12 +73,13 @@ def inspect_archive(
     files = structure_checks(report, scan, limits)
     if scan.limit_error is not None:
         return report  # the scan stopped early; the remaining checks would mislead
+    # the signature over SHA256SUMS before anything is parsed: a forged list fails there
+    # first, and is blamed, rather than the member it would make look changed
+    key = signature_checks(report, scan, pubkey)
     listed = checksum_checks(report, scan, files)
     results_schema_check(report, files, listed)
-    key = signature_checks(report, scan, pubkey)
-    # after the signatures: a forged list fails there first
     other_form_checks(report, scan, key, listed)
-    provenance_checks(report, scan, key, files)
+    provenance_checks(report, scan, key, files, listed)
     if report.ephemeral:
         report.warnings.append(EPHEMERAL_WARNING)
     return report

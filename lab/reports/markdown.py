@@ -148,6 +148,13 @@ def _pairs(rows: list[tuple[str, str]], header: tuple[str, str] = ("", "")) -> l
 def _heading(run: RunResult) -> list[str]:
     cal = run.calibration
     lines = [f"# Execution Evidence Lab report: {run_name(run.run_id)}", ""]
+    if run.incomplete is not None:
+        why = str(run.incomplete.get("reason", "interrupted"))
+        lines += [
+            f"**INCOMPLETE: this run was interrupted ({_escape(why)}); what follows covers only "
+            "what finished, and the run was neither signed nor packed.**",
+            "",
+        ]
     headline = evaluation_headline(run.evaluation)
     if headline is not None:
         lines += [f"**{headline}**", "", f"> {EVALUATION_EXIT_STATEMENT}", ""]

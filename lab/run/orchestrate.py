@@ -22,13 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from lab import __version__
-from lab.errors import CollectorError, Interrupted, LabError, UsageError
+from lab.errors import CollectorError, LabError, UsageError
 from lab.host import identity
 from lab.host.clock import epoch_to_rfc3339, now_rfc3339
 from lab.judge import aggregate, calibration, contract
 from lab.model import PROCESS_COLLECTORS, ObserverStatus, RunResult, ScenarioResult
 from lab.run import scenario, shard
 from lab.run.fixture import sha256_file
+from lab.run.interrupt import mark_interrupted, signal_name
 from lab.run.options import check_run_options
 from lab.run.plan import Plan
 from lab.run.runner import Runner
@@ -295,8 +296,57 @@ def execute(request: RunRequest, *, say: Callable[[str], None]) -> RunOutcome:
         + (f", shard {request.shard}: {len(units or [])} of them" if request.shard else "")
         + f"; passes: {', '.join(prepared.passes)}; packets: {request.packets}"
     )
-    scenario_results = run_plan(plan, run_dir, prepared, say)
-    result = make_result(
+    result: RunResult | None = None
+    stage = "during the passes"
+    try:
+        scenario_results = run_plan(plan, run_dir, prepared, say)
+        stage = "while the results were judged and written"
+        result = _make_run_result(
+            request, chosen, run_id, started_epoch, prepared, scenario_results, client
+        )
+        result.shard = shard_record
+        prepared.close()
+        stage = "while the reports were written or the archive signed"
+        archive = finish(
+            result, run_dir, signer=prepared.signer, started_epoch=started_epoch, say=say
+        )
+    except KeyboardInterrupt as exc:
+        with contextlib.suppress(Exception):
+            prepared.close()
+        reason = f"{signal_name(exc)} {stage}"
+        if result is None:
+            with contextlib.suppress(Exception):  # the passes' records, however few
+                result = _make_run_result(
+                    request, chosen, run_id, started_epoch, prepared, [], client
+                )
+                result.shard = shard_record
+        raise mark_interrupted(
+            run_dir,
+            result,
+            reason=reason,
+            say=say,
+            write_results=write_results,
+            render_markdown=_markdown_without_files,
+        ) from None
+    return RunOutcome(result=result, run_dir=run_dir, archive=archive)
+
+
+def _markdown_without_files(result: RunResult) -> str:
+    from lab.reports.markdown import render_markdown
+
+    return render_markdown(result, files=None)
+
+
+def _make_run_result(
+    request: RunRequest,
+    chosen: list[scenario.Scenario],
+    run_id: str,
+    started_epoch: float,
+    prepared: Setup,
+    scenario_results: list[ScenarioResult],
+    client: Path,
+) -> RunResult:
+    return make_result(
         run_id=run_id,
         started=epoch_to_rfc3339(started_epoch),
         options={
@@ -313,10 +363,6 @@ def execute(request: RunRequest, *, say: Callable[[str], None]) -> RunOutcome:
         scenario_results=scenario_results,
         client=client,
     )
-    result.shard = shard_record
-    prepared.close()
-    archive = finish(result, run_dir, signer=prepared.signer, started_epoch=started_epoch, say=say)
-    return RunOutcome(result=result, run_dir=run_dir, archive=archive)
 
 
 def plan_shard(
@@ -362,17 +408,11 @@ def run_plan(
     plan: Plan, run_dir: Path, prepared: Setup, say: Callable[[str], None]
 ) -> list[ScenarioResult]:
     """Run the plan, then judge what it produced (the runner only produces)."""
-    try:
-        with Runner(
-            plan, run_dir, observers=prepared.observers, sandbox=prepared.sandbox, progress=say
-        ) as runner:
-            results = runner.run()
-    except KeyboardInterrupt:
-        prepared.close()
-        raise Interrupted(
-            f"interrupted; every process the lab started was stopped and the partial run "
-            f"is kept in {run_dir}."
-        ) from None
+    # an interrupt propagates to execute(), the one place that marks the run incomplete
+    with Runner(
+        plan, run_dir, observers=prepared.observers, sandbox=prepared.sandbox, progress=say
+    ) as runner:
+        results = runner.run()
     by_name = {s.name: s for s in plan.scenarios}
     for result in results:
         judge_scenario(result, by_name[result.name], size=plan.size)

@@ -168,6 +168,7 @@ def test_good_archive_passes_every_check(good: ArchiveInfo, pubkey: Path) -> Non
         "provenance subjects",
         "provenance build type",
         "results schema",
+        "run id",
     }
     assert report.run_id == "run-1"
     assert report.ephemeral is False and report.trusted_key
@@ -515,11 +516,12 @@ def test_header_bomb_is_stopped_by_the_stream_cap(tmp_path: Path, pubkey: Path) 
         tar.addfile(info, io.BytesIO(b"x"))
     path = tmp_path / "pax-bomb.tar.gz"
     path.write_bytes(gzip.compress(buffer.getvalue(), mtime=0))
-    limits = Limits(max_total_size=1024 * 1024, max_header_bytes=1024 * 1024)
+    limits = Limits(
+        max_total_size=1024 * 1024, max_header_bytes=1024 * 1024, max_extended_header=8 << 20
+    )
     assert_rejected(path, pubkey, "expands to more than 2097152 bytes", limits=limits)
-    # Under the default limits the same archive is read whole (and fails for lacking files).
-    failure = inspect_archive(path, pubkey=pubkey).first_failure
-    assert failure is not None and failure.name == "SHA256SUMS"
+    # Under the default limits the same archive is refused from the PAX header itself.
+    assert_rejected(path, pubkey, "extended header", "declares 3145745 bytes (limit 65536)")
 
 
 def test_provenance_subject_mismatch_is_reported(
@@ -605,7 +607,7 @@ def test_cli_prints_every_check(good: ArchiveInfo, pubkey: Path) -> None:
     console = Console(record=True, width=200)
     assert _cli_verify(good.path, pubkey, console) == 0
     text = console.export_text()
-    assert text.count("PASS") == 16 and "FAIL" not in text
+    assert text.count("PASS") == 17 and "FAIL" not in text
     assert "authenticity established for that key" in text
     assert "512 MiB each, 2 GiB in total" in text
 
@@ -621,7 +623,7 @@ def test_cli_prints_the_whole_table_then_raises_the_first_failure(
     with pytest.raises(VerificationError, match=r"report\.md does not match SHA256SUMS"):
         _cli_verify(tampered(good, tmp_path, damage), pubkey, console)
     text = console.export_text()
-    assert "FAIL" in text and text.count("PASS") == 14  # every check, not only the first failure
+    assert "FAIL" in text and text.count("PASS") == 15  # every check, not only the first failure
     assert "OK" not in text
 
 
