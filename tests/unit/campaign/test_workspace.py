@@ -13,8 +13,12 @@ import pytest
 
 from lab.campaign import workspace
 from lab.host import procs
+from tests.conftest import require
 
-pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is missing")
+
+@pytest.fixture(autouse=True)
+def _git() -> None:
+    require("git", shutil.which("git") is not None, "git is not installed")
 
 
 def make(tmp_path: Path, name: str) -> workspace.Workspace:

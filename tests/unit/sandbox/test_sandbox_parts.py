@@ -14,6 +14,7 @@ from lab.sandbox import jail
 from lab.sandbox.cgroup import _keyed, parse_mountinfo, parse_proc_cgroup
 from lab.sandbox.output import MARKER_PREFIX, CappedStream
 from lab.sandbox.user import ClientUser
+from tests.conftest import require
 
 
 def spec(tmp_path: Path, **changes: object) -> jail.JailSpec:
@@ -177,8 +178,8 @@ def fake_proc(root: Path, pid: int, uid: int, state: str) -> None:
     os.chown(d, uid, 0)
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
 def test_zombies_are_not_running_processes(tmp_path: Path) -> None:
+    require("root", os.geteuid() == 0, "chown to another user needs root")
     user = ClientUser(name="lab-client", uid=4242, gid=4242)
     fake_proc(tmp_path, 10, 4242, "S")
     fake_proc(tmp_path, 11, 4242, "Z")
