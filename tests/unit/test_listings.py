@@ -7,8 +7,6 @@ import re
 import subprocess
 import sys
 
-import pytest
-
 from tests.conftest import ROOT
 
 #: a first line that ends a sentence (not "..., (in the lab image:" or "... (on this")
@@ -28,7 +26,6 @@ def _listing(*argv: str) -> str:
 
 
 def test_invoke_list_shows_whole_sentences() -> None:
-    pytest.importorskip("invoke")
     text = _listing("invoke", "--list")
     # "  name   help that may wrap\n                  onto indented lines"
     entries: dict[str, str] = {}
@@ -48,7 +45,6 @@ def test_invoke_list_shows_whole_sentences() -> None:
 
 
 def test_nox_list_shows_whole_sentences() -> None:
-    pytest.importorskip("nox")
     text = _listing("nox", "--list")
     entries = dict(re.findall(r"^[*-] (\S+) -> (.*)$", text, flags=re.MULTILINE))
     assert {"lint", "typecheck", "tests", "e2e", "repro"} <= set(entries)
