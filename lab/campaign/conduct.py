@@ -32,7 +32,7 @@ from lab.campaign.outcome import after_judging, before_judging, speed_met
 from lab.campaign.records import agent_record, dependencies, native_record
 from lab.campaign.settle import Settings, evaluation_options, settle
 from lab.campaign.task import CampaignRequest, Task, load_task
-from lab.errors import CampaignError, LabError
+from lab.errors import CampaignError
 from lab.evaluate.candidate import BUILD_TIMEOUT_S, build, prepare
 from lab.evaluate.judge import (
     CALIBRATION_SCENARIOS,
@@ -54,11 +54,9 @@ from lab.run.orchestrate import (
     finish,
     make_result,
     new_run_id,
-    open_sandbox,
+    open_run,
     setup,
-    signing_key_paths,
 )
-from lab.sandbox import SandboxSettings
 
 
 @dataclass(frozen=True)
@@ -94,20 +92,8 @@ def execute(
     frozen = freeze(conditions, size=ev.size, repetitions=ev.repetitions, limits=limits)
     prepared = setup(ev.collector, ev.packets, archive=True, say=say)
     run_id = new_run_id("campaign")
-    run_dir = (request.out / run_id).resolve()
-    run_dir.mkdir(parents=True)
-    run_dir.chmod(0o700)  # the evidence is for the lab and the reviewer, never the agent
-    try:
-        prepared.sandbox, prepared.sandbox_record = open_sandbox(
-            "required",
-            run_id,
-            settings=SandboxSettings(),
-            masked=signing_key_paths(),
-            log_path=run_dir / "commands.jsonl",
-        )
-    except LabError:
-        shutil.rmtree(run_dir, ignore_errors=True)
-        raise
+    # the agent and every result it builds only ever run in the sandbox
+    run_dir = open_run(prepared, request.out, run_id, sandbox="required")
     try:
         campaign = _Campaign(request, task, settings, prepared, frozen, run_id, run_dir, say, echo)
         return campaign.conduct(conditions, calibration)

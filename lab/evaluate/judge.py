@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from lab import __version__
-from lab.errors import LabError, UsageError
+from lab.errors import UsageError
 from lab.evaluate import floor, timing
 from lab.evaluate.candidate import BUILD_TIMEOUT_S, build, prepare
 from lab.evaluate.model import (
@@ -58,13 +58,11 @@ from lab.run.orchestrate import (
     finish,
     make_result,
     new_run_id,
-    open_sandbox,
+    open_run,
     run_plan,
     setup,
-    signing_key_paths,
 )
 from lab.run.plan import Plan
-from lab.sandbox import SandboxSettings
 
 CALIBRATION_SCENARIOS = ("false-success", "unexpected-egress")
 
@@ -273,21 +271,8 @@ def execute(request: EvaluationRequest, *, say: Callable[[str], None]) -> Evalua
     prepared: Setup = setup(request.collector, request.packets, archive=True, say=say)
 
     run_id = new_run_id("eval")
-    run_dir = (request.out / run_id).resolve()
-    run_dir.mkdir(parents=True)
-    run_dir.chmod(0o700)  # the evidence is for the lab and the reviewer, never the candidate
-    try:
-        # a candidate is untrusted code: it only ever runs in the sandbox, judged or timed
-        prepared.sandbox, prepared.sandbox_record = open_sandbox(
-            "required",
-            run_id,
-            settings=SandboxSettings(),
-            masked=signing_key_paths(),
-            log_path=run_dir / "commands.jsonl",
-        )
-    except LabError:
-        shutil.rmtree(run_dir, ignore_errors=True)
-        raise
+    # a candidate is untrusted code: it only ever runs in the sandbox, judged or timed
+    run_dir = open_run(prepared, request.out, run_id, sandbox="required")
     try:
         return _evaluate(request, prepared, frozen, run_id, run_dir, conditions, calibration, say)
     finally:

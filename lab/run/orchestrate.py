@@ -158,6 +158,27 @@ def open_sandbox(
     return sandbox, sandbox.describe()
 
 
+def open_run(prepared: Setup, out: Path, run_id: str, *, sandbox: str = "required") -> Path:
+    """The run's directory, private (0700: its evidence is for the lab and the reviewer,
+    never for the client), with the run's sandbox opened into ``prepared``; when the sandbox
+    cannot open, the directory is removed and the error raised."""
+    run_dir = (out / run_id).resolve()
+    run_dir.mkdir(parents=True, exist_ok=False)
+    run_dir.chmod(0o700)
+    try:
+        prepared.sandbox, prepared.sandbox_record = open_sandbox(
+            sandbox,
+            run_id,
+            settings=SandboxSettings(),
+            masked=signing_key_paths(),
+            log_path=run_dir / "commands.jsonl",
+        )
+    except LabError:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    return run_dir
+
+
 def setup(collector: str, packets: str, *, archive: bool, say: Callable[[str], None]) -> Setup:
     from lab.host import doctor as doctor_mod
 
@@ -257,21 +278,7 @@ def execute(request: RunRequest, *, say: Callable[[str], None]) -> RunOutcome:
         run_id, units, shard_record = plan_shard(request, chosen, client)
     else:
         run_id = shard.check_run_id(request.run_id) if request.run_id else new_run_id()
-    run_dir = (request.out / run_id).resolve()
-    run_dir.mkdir(parents=True, exist_ok=False)
-    # the run's evidence is for the lab and the reviewer, never for the client
-    run_dir.chmod(0o700)
-    try:
-        prepared.sandbox, prepared.sandbox_record = open_sandbox(
-            request.sandbox,
-            run_id,
-            settings=SandboxSettings(),
-            masked=signing_key_paths(),
-            log_path=run_dir / "commands.jsonl",
-        )
-    except LabError:
-        shutil.rmtree(run_dir, ignore_errors=True)
-        raise
+    run_dir = open_run(prepared, request.out, run_id, sandbox=request.sandbox)
     if prepared.sandbox is None:
         say(
             "WARNING: --sandbox off: the client runs as this user, outside any sandbox; the "
