@@ -74,7 +74,7 @@ def tests(session: nox.Session) -> None:
     they skip and say which capability is missing, unless LAB_REQUIRE_COLLECTORS turns those
     skips into failures (CI)."""
     host_packages(session)
-    session.install("-e", ".[dev]")
+    session.install("-e", ".[dev,interop]")
     session.run("make", "-C", "native", external=True)
     session.run("pytest", "-ra", *(session.posargs or ["tests", "--ignore=tests/e2e"]))
 

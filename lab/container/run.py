@@ -23,7 +23,7 @@ from lab.container.engine import Context, Engine, ensure_engine, follow, write_j
 from lab.container.image import ensure_image, git_revision
 from lab.errors import ContainerError
 from lab.host import capabilities, procs
-from lab.host.identity import git_repository
+from lab.host.identity import builder_id, git_repository
 
 #: where the repository's artifacts directory appears inside the container
 CONTAINER_ARTIFACTS = "/lab/artifacts"
@@ -217,6 +217,9 @@ def container_options(
     repository = git_repository()  # the provenance's source URI (CI names it; else none)
     if repository:
         env["LAB_GIT_REPOSITORY"] = repository
+    builder = builder_id()  # the provenance's builder.id (CI's workflow; else the local one)
+    if builder:
+        env["LAB_BUILDER_ID"] = builder
     if os.environ.get("SOURCE_DATE_EPOCH"):
         env["SOURCE_DATE_EPOCH"] = os.environ["SOURCE_DATE_EPOCH"]
     return RunOptions(

@@ -32,6 +32,7 @@ from lab.evidence.archive import (
 from lab.evidence.keys import PublicKey
 from lab.evidence.provenance import (
     BUILD_TYPE,
+    EARLIER_BUILD_TYPES,
     PREDICATE_TYPE,
     STATEMENT_TYPE,
     invocation_id,
@@ -488,7 +489,8 @@ def provenance_checks(
     build_type = build_def.get("buildType") if isinstance(build_def, dict) else None
     stype = statement.get("_type") if isinstance(statement, dict) else None
     ptype = statement.get("predicateType") if isinstance(statement, dict) else None
-    good = stype == STATEMENT_TYPE and ptype == PREDICATE_TYPE and build_type == BUILD_TYPE
+    known = build_type == BUILD_TYPE or build_type in EARLIER_BUILD_TYPES
+    good = stype == STATEMENT_TYPE and ptype == PREDICATE_TYPE and known
     report.add(
         "provenance build type",
         good,

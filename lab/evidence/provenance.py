@@ -30,10 +30,15 @@ from lab.evidence.signing import Signer
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
-#: our build type; what its parameters mean is documented in docs/build-type.md
-BUILD_TYPE = "https://execution-evidence-lab.dev/buildtypes/lab-run/v1"
-#: the builder when the lab runs on a developer's machine (CI passes its own id)
-LOCAL_BUILDER_ID = "https://execution-evidence-lab.dev/builders/local/v1"
+#: our build type; what its parameters mean is documented in docs/build-type.md. A URN, not
+#: a URL: the project serves no web site, and an identifier must not point at a host that
+#: someone else could serve (the description is docs/build-type.md at the source commit)
+BUILD_TYPE = "urn:execution-evidence-lab:buildtype:lab-run:v1"
+#: archives written before the URN (the same format) still verify
+EARLIER_BUILD_TYPES = frozenset({"https://execution-evidence-lab.dev/buildtypes/lab-run/v1"})
+#: the builder when nothing names one (``lab.host.identity.builder_id``): a developer's
+#: machine, which no one but its owner vouches for
+LOCAL_BUILDER_ID = "urn:execution-evidence-lab:builder:local:v1"
 #: run options the statement carries elsewhere, never twice: the scenario list is
 #: ``externalParameters.scenarios`` and the lab version ``runDetails.builder.version.lab``
 _CARRIED_ELSEWHERE = frozenset({"scenarios", "lab_version"})
@@ -153,13 +158,12 @@ def resolved_dependencies(inputs: ProvenanceInputs) -> list[dict[str, Any]]:
             }
         )
     if inputs.client_digest:
-        deps.append(
-            {
-                "name": "client",
-                "uri": f"file:{inputs.client_path or 'client'}",
-                "digest": _digest_map(inputs.client_digest),
-            }
-        )
+        # no ``uri``: a run-relative path is no URI ("file:" needs an absolute path) and an
+        # absolute one would name the builder's disk; the path is an annotation instead
+        client: dict[str, Any] = {"name": "client", "digest": _digest_map(inputs.client_digest)}
+        if inputs.client_path:
+            client["annotations"] = {"path": inputs.client_path}
+        deps.append(client)
     deps += [dict(d) for d in inputs.dependencies]
     return deps
 

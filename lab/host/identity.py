@@ -52,6 +52,21 @@ def git_repository(env: dict[str, str] | None = None) -> str | None:
     return None
 
 
+def builder_id(env: dict[str, str] | None = None) -> str | None:
+    """Who ran the lab, as the provenance's ``builder.id``, when the builder says so:
+    ``LAB_BUILDER_ID``, or GitHub Actions' workflow (``GITHUB_SERVER_URL`` +
+    ``GITHUB_WORKFLOW_REF``: ``https://github.com/o/r/.github/workflows/publish.yml@refs/
+    tags/v1``, the form SLSA's GitHub builders use). ``None`` on a developer's machine: the
+    statement then names the local builder, which no one but its owner vouches for."""
+    env = dict(os.environ) if env is None else env
+    if env.get("LAB_BUILDER_ID"):
+        return env["LAB_BUILDER_ID"]
+    server, workflow = env.get("GITHUB_SERVER_URL"), env.get("GITHUB_WORKFLOW_REF")
+    if server and workflow:
+        return f"{server.rstrip('/')}/{workflow}"
+    return None
+
+
 def git_dirty(repo: Path) -> bool | None:
     if procs.which("git") is None or not (repo / ".git").exists():
         return None

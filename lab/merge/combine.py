@@ -100,10 +100,14 @@ def merge(request: MergeRequest, *, say: Callable[[str], None]) -> MergeOutcome:
             )
     dependencies = [
         {
-            "name": f"shard {r['index']}/{r['count']}",
-            "uri": f"file:{r['archive']}",
+            # the archive's file name, no "file:" URI (a bare name is no URI)
+            "name": r["archive"],
             "digest": {"sha256": r["sha256"]},
-            "annotations": {"runId": r["run_id"], "keyId": r["key_id"]},
+            "annotations": {
+                "shard": f"{r['index']}/{r['count']}",
+                "runId": r["run_id"],
+                "keyId": r["key_id"],
+            },
         }
         for r in records
     ]

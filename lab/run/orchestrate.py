@@ -470,7 +470,7 @@ def finish(
     if signer is None:
         return None
     from lab.evidence.archive import write_archive
-    from lab.evidence.provenance import ProvenanceInputs
+    from lab.evidence.provenance import LOCAL_BUILDER_ID, ProvenanceInputs
 
     env = result.environment
     image = env.get("image") or {}
@@ -483,6 +483,7 @@ def finish(
         image_name=image.get("name"),
         image_digest=image.get("digest"),
         git_repository=identity.git_repository(),
+        builder_id=identity.builder_id() or LOCAL_BUILDER_ID,
         git_commit=env.get("git_commit"),
         git_dirty=env.get("git_dirty"),
         client_path=env.get("client"),

@@ -334,3 +334,25 @@ def test_every_file_the_lab_reads_in_the_image_is_in_its_build_context() -> None
         assert any(fnmatch.fnmatch(rel, p) or rel.startswith(p) for p in allowed), rel
         top = rel.split("/")[0]
         assert f"COPY {top}/" in dockerfile or rel in dockerfile, rel
+
+
+def test_the_builder_and_repository_reach_the_container(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The provenance is written inside the image: CI's names must cross over, by value
+    (they are not secrets) and only when set."""
+    monkeypatch.setenv("GITHUB_SERVER_URL", "https://github.com")
+    monkeypatch.setenv("GITHUB_REPOSITORY", "owner/lab")
+    monkeypatch.setenv("GITHUB_WORKFLOW_REF", "owner/lab/.github/workflows/publish.yml@refs/x")
+    monkeypatch.delenv("LAB_BUILDER_ID", raising=False)
+    monkeypatch.delenv("LAB_GIT_REPOSITORY", raising=False)
+    ctx = engine.Context.for_repo(tmp_path, artifacts=tmp_path / "artifacts")
+    env = container.container_options(ctx).env
+    assert env["LAB_BUILDER_ID"] == (
+        "https://github.com/owner/lab/.github/workflows/publish.yml@refs/x"
+    )
+    assert env["LAB_GIT_REPOSITORY"] == "https://github.com/owner/lab"
+    for name in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_WORKFLOW_REF"):
+        monkeypatch.delenv(name)
+    env = container.container_options(ctx).env
+    assert "LAB_BUILDER_ID" not in env and "LAB_GIT_REPOSITORY" not in env

@@ -18,7 +18,14 @@ import jsonschema
 import pytest
 
 from lab import __version__
-from lab.evidence.provenance import ProvenanceInputs, build_statement, is_uri, source_uri
+from lab.evidence.provenance import (
+    BUILD_TYPE,
+    LOCAL_BUILDER_ID,
+    ProvenanceInputs,
+    build_statement,
+    is_uri,
+    source_uri,
+)
 from lab.evidence.verify import inspect_archive
 from lab.host import identity
 from tests.conftest import ROOT
@@ -171,3 +178,32 @@ def test_verify_refuses_a_run_without_its_schema(archive: Path, tmp_path: Path) 
     failed = {c.name: c for c in report.checks if not c.passed}
     assert "results schema" in failed
     assert "results.schema.json" in (failed["results schema"].message or "")
+
+
+def test_the_builder_is_the_workflow_in_ci_else_the_local_urn() -> None:
+    github = {
+        "GITHUB_SERVER_URL": "https://github.com",
+        "GITHUB_WORKFLOW_REF": "owner/lab/.github/workflows/publish.yml@refs/tags/v1",
+    }
+    assert identity.builder_id(github) == (
+        "https://github.com/owner/lab/.github/workflows/publish.yml@refs/tags/v1"
+    )
+    assert identity.builder_id({**github, "LAB_BUILDER_ID": "urn:x:y"}) == "urn:x:y"
+    assert identity.builder_id({"GITHUB_SERVER_URL": "https://github.com"}) is None
+    assert identity.builder_id({}) is None
+    statement = build_statement({}, _inputs())
+    assert statement["predicate"]["runDetails"]["builder"]["id"] == LOCAL_BUILDER_ID
+
+
+def test_no_identifier_names_a_host_the_project_does_not_serve() -> None:
+    statement = build_statement({}, _inputs())
+    text = json.dumps(statement)
+    assert "execution-evidence-lab.dev" not in text and ".invalid" not in text
+    assert statement["predicate"]["buildDefinition"]["buildType"] == BUILD_TYPE
+    assert BUILD_TYPE.startswith("urn:") and is_uri(BUILD_TYPE)
+    client = next(
+        d
+        for d in statement["predicate"]["buildDefinition"]["resolvedDependencies"]
+        if d["name"] == "client"
+    )
+    assert "uri" not in client and client["annotations"] == {"path": "backup-client"}

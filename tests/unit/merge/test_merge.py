@@ -107,9 +107,12 @@ def test_merge_equals_the_unsharded_run(tmp_path: Path, key: tuple[Signer, Path]
     envelope = json.loads((outcome.run_dir / "provenance.intoto.jsonl").read_text())
     statement = json.loads(base64.b64decode(envelope["payload"]))
     deps = statement["predicate"]["buildDefinition"]["resolvedDependencies"]
-    digests = {d["uri"]: d["digest"]["sha256"] for d in deps if d["name"].startswith("shard")}
+    listed = [d for d in deps if "shard" in d.get("annotations", {})]
+    assert [d["annotations"]["shard"] for d in listed] == ["1/3", "2/3", "3/3"]
+    assert all("uri" not in d for d in listed)  # a bare file name is no URI
+    digests = {d["name"]: d["digest"]["sha256"] for d in listed}
     assert digests == {
-        f"file:{a.name}": a.with_name(a.name + ".sha256").read_text().split()[0] for a in archives
+        a.name: a.with_name(a.name + ".sha256").read_text().split()[0] for a in archives
     }
     md = (outcome.run_dir / "report.md").read_text()
     assert "## Shards" in md and archives[0].name in md
