@@ -43,13 +43,7 @@ def git_repository(env: dict[str, str] | None = None) -> str | None:
     """The lab's repository as a URL, when the builder says so: ``LAB_GIT_REPOSITORY``, or
     GitHub Actions' ``GITHUB_SERVER_URL``/``GITHUB_REPOSITORY``. Never ``git remote``: a
     remote URL may carry credentials, and a local clone has no URL a reader could fetch."""
-    env = dict(os.environ) if env is None else env
-    if env.get("LAB_GIT_REPOSITORY"):
-        return env["LAB_GIT_REPOSITORY"]
-    server, name = env.get("GITHUB_SERVER_URL"), env.get("GITHUB_REPOSITORY")
-    if server and name:
-        return f"{server.rstrip('/')}/{name}"
-    return None
+    return _named(env, "LAB_GIT_REPOSITORY", "GITHUB_REPOSITORY")
 
 
 def builder_id(env: dict[str, str] | None = None) -> str | None:
@@ -58,13 +52,16 @@ def builder_id(env: dict[str, str] | None = None) -> str | None:
     ``GITHUB_WORKFLOW_REF``: ``https://github.com/o/r/.github/workflows/publish.yml@refs/
     tags/v1``, the form SLSA's GitHub builders use). ``None`` on a developer's machine: the
     statement then names the local builder, which no one but its owner vouches for."""
+    return _named(env, "LAB_BUILDER_ID", "GITHUB_WORKFLOW_REF")
+
+
+def _named(env: dict[str, str] | None, own: str, github_path: str) -> str | None:
+    """``own`` when set, else GitHub Actions' server URL joined to ``github_path``'s value."""
     env = dict(os.environ) if env is None else env
-    if env.get("LAB_BUILDER_ID"):
-        return env["LAB_BUILDER_ID"]
-    server, workflow = env.get("GITHUB_SERVER_URL"), env.get("GITHUB_WORKFLOW_REF")
-    if server and workflow:
-        return f"{server.rstrip('/')}/{workflow}"
-    return None
+    if env.get(own):
+        return env[own]
+    server, path = env.get("GITHUB_SERVER_URL"), env.get(github_path)
+    return f"{server.rstrip('/')}/{path}" if server and path else None
 
 
 def git_dirty(repo: Path) -> bool | None:
