@@ -232,6 +232,7 @@ def evaluation_request(args: argparse.Namespace) -> EvaluationRequest:
         timeout_s=args.timeout,
         out=args.out,
         local=args.local,
+        json=args.json,
     )
 
 
@@ -246,7 +247,10 @@ def cmd_evaluate(args: argparse.Namespace, console: Console) -> int:
         print_evaluation(outcome.evaluation, human)
     if outcome.archive is not None:
         print_archive(outcome.archive, human)
-    if args.json:
+    if args.json and outcome.document is not None:
+        # the lab image's own document, from the evaluation that ran there
+        _emit_json({**outcome.document, "delegated_to_image": True}, schema="evaluation-summary")
+    elif args.json:
         from lab.reports.summary import evaluation_summary
 
         document = evaluation_summary(
@@ -315,6 +319,7 @@ def cmd_campaign(args: argparse.Namespace, console: Console) -> int:
         timeout_s=args.timeout,
         out=args.out,
         local=args.local,
+        json=args.json,
     )
     # with --json, stdout holds the one JSON document and everything else goes to stderr
     human = Console(stderr=True, highlight=False, width=console.width) if args.json else console
@@ -331,8 +336,12 @@ def cmd_campaign(args: argparse.Namespace, console: Console) -> int:
             human.print(line, highlight=False, markup=False)
     if outcome.archive is not None:
         print_archive(outcome.archive, human)
-    if args.json:
+    if args.json and outcome.document is not None:
+        # the lab image's own document, from the campaign that ran there
+        _emit_json({**outcome.document, "delegated_to_image": True})
+    elif args.json:
         document = {
+            "delegated_to_image": outcome.campaign is None,
             "repetitions": [r.row() for r in outcome.campaign.repetitions]
             if outcome.campaign
             else [],
@@ -342,7 +351,7 @@ def cmd_campaign(args: argparse.Namespace, console: Console) -> int:
             "archive_sha256": None if outcome.archive is None else outcome.archive.sha256,
             "exit_status": outcome.exit_status,
         }
-        print(json.dumps(document, indent=2, sort_keys=True))
+        _emit_json(document)
     return outcome.exit_status
 
 

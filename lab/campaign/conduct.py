@@ -66,6 +66,8 @@ class CampaignOutcome:
     result: RunResult | None = None
     run_dir: Path | None = None
     archive: ArchiveInfo | None = None
+    #: the lab image's ``--json`` document (host paths), when delegated with ``json``
+    document: dict[str, Any] | None = None
 
 
 def execute(
@@ -79,7 +81,7 @@ def execute(
     if not request.agent_cmd.strip():
         raise CampaignError("--agent-cmd is empty; give the command that runs the agent.")
     if not request.local and not identity.in_lab_image():
-        return CampaignOutcome(exit_status=_in_image(request))
+        return _in_image(request)
     check_client(REPO / "native" / "backup-client")
     ev = settings.evaluation
     conditions = scenario.select(REPO / "scenarios" / "candidate", [], True)
@@ -382,7 +384,7 @@ class _Campaign:
         )
 
 
-def _in_image(request: CampaignRequest) -> int:
+def _in_image(request: CampaignRequest) -> CampaignOutcome:
     """Run this very campaign inside the lab image, with the task file and the files the
     agent command names mounted read-only; the archive lands in the host's --out."""
     import shlex
@@ -403,6 +405,11 @@ def _in_image(request: CampaignRequest) -> int:
         words.append(word)
     moved = CampaignRequest(**{**request.__dict__, "agent_cmd": shlex.join(words)})
     argv = moved.argv(task=mounts[0][1], out=container.CONTAINER_ARTIFACTS)
-    ctx = Context.for_repo(REPO, artifacts=request.out.resolve())
-    done = container.run_lab(ctx, argv, mounts=tuple(mounts), forward_env=request.agent_env)
-    return int(done.exit_status or 0)
+    ctx = Context.for_repo(REPO, artifacts=request.out.resolve(), human_on_stderr=request.json)
+    if not request.json:
+        done = container.run_lab(ctx, argv, mounts=tuple(mounts), forward_env=request.agent_env)
+        return CampaignOutcome(exit_status=int(done.exit_status or 0))
+    done, document = container.run_lab_json(
+        ctx, argv, mounts=tuple(mounts), forward_env=request.agent_env
+    )
+    return CampaignOutcome(exit_status=int(done.exit_status or 0), document=document)

@@ -124,6 +124,8 @@ class CampaignRequest:
     out: Path = Path("artifacts")
     #: run on this host rather than in the lab image
     local: bool = False
+    #: ``--json``: in the lab image too, so that its document comes back
+    json: bool = False
 
     def argv(self, *, task: str, out: str) -> list[str]:
         """The ``python -m lab`` arguments asking for this same campaign in the lab image."""
@@ -144,4 +146,4 @@ class CampaignRequest:
         ):
             if value is not None:
                 args += [flag, str(value)]
-        return args
+        return [*args, "--json"] if self.json else args

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,13 +41,18 @@ class Context:
     echo: Callable[[str], None] = field(default=lambda text: print(text, end="", flush=True))
 
     @classmethod
-    def for_repo(cls, root: Path, *, artifacts: Path | None = None) -> Context:
+    def for_repo(
+        cls, root: Path, *, artifacts: Path | None = None, human_on_stderr: bool = False
+    ) -> Context:
+        """``human_on_stderr``: progress to stderr, for a command whose stdout is one JSON
+        document (``--json``)."""
         root = root.resolve()
         arts = (artifacts or root / "artifacts").resolve()
         arts.mkdir(parents=True, exist_ok=True)
-        return cls(
-            root=root, artifacts=arts, log=procs.CommandLog(arts / ".image" / "commands.jsonl")
-        )
+        log = procs.CommandLog(arts / ".image" / "commands.jsonl")
+        if human_on_stderr:
+            return cls(root=root, artifacts=arts, log=log, echo=_to_stderr)
+        return cls(root=root, artifacts=arts, log=log)
 
     @property
     def image_dir(self) -> Path:
@@ -57,6 +63,10 @@ class Context:
 class Engine:
     client_version: str
     server_version: str
+
+
+def _to_stderr(text: str) -> None:
+    print(text, end="", file=sys.stderr, flush=True)
 
 
 def engine(ctx: Context) -> Engine:
@@ -254,9 +264,15 @@ def follow(
     out: Path,
     rewrite: Callable[[str], str] = lambda s: s,
     grace_s: float = 30.0,
+    live: Literal["stdout", "stderr"] = "stdout",
 ) -> procs.Completed:
-    """Run ``argv``, keeping its output in ``out`` and echoing it as it comes."""
+    """Run ``argv``, keeping its output in ``out`` (stderr beside it, ``.err``) and echoing
+    it as it comes. ``live="stderr"`` echoes the error stream as it comes and never stdout:
+    for a command whose stdout is one document (``--json``) that the caller reads from
+    ``out`` afterwards."""
     out.parent.mkdir(parents=True, exist_ok=True)
+    err = out.with_suffix(".err")
+    shown = out if live == "stdout" else err
     with procs.Background(
         argv,
         purpose=purpose,
@@ -268,14 +284,12 @@ def follow(
         offset = 0
         while True:
             alive = bg.alive()
-            offset = _echo_new(ctx, out, offset, rewrite)
-            offset = max(offset, 0)
+            offset = _echo_new(ctx, shown, offset, rewrite)
             if not alive:
                 break
             time.sleep(0.2)
-    _echo_new(ctx, out, offset, rewrite)
-    err = out.with_suffix(".err")
-    if err.exists() and err.stat().st_size:
+    _echo_new(ctx, shown, offset, rewrite)
+    if live == "stdout" and err.exists() and err.stat().st_size:
         ctx.echo(rewrite(err.read_text(errors="replace")))
     assert bg.result is not None
     return bg.result

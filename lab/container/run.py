@@ -12,12 +12,13 @@ probe, the signing key's way in, and the whole ``python -m lab ARGS`` inside.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from lab.container.engine import Context, Engine, ensure_engine, follow, write_json
 from lab.container.image import ensure_image, git_revision
@@ -260,18 +261,28 @@ def host_paths(ctx: Context) -> Callable[[str], str]:
 
 
 def run_in_container(
-    ctx: Context, identity: Mapping[str, Any], command: Sequence[str], options: RunOptions
+    ctx: Context,
+    identity: Mapping[str, Any],
+    command: Sequence[str],
+    options: RunOptions,
+    *,
+    out: Path | None = None,
+    live: Literal["stdout", "stderr"] = "stdout",
 ) -> procs.Completed:
-    """Run ``command`` in the lab image, then give the artifacts back to the invoking user."""
+    """Run ``command`` in the lab image, then give the artifacts back to the invoking user.
+    Its output is kept in ``out`` (default ``artifacts/.image/run-<UTC>.log``)."""
     argv = run_argv(str(identity["name"]), command, options)
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    if out is None:
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        out = ctx.image_dir / f"run-{stamp}.log"
     try:
         done = follow(
             ctx,
             argv,
             purpose="run the lab in its container",
-            out=ctx.image_dir / f"run-{stamp}.log",
+            out=out,
             rewrite=host_paths(ctx),
+            live=live,
         )
     finally:
         restore_ownership(ctx, identity)
@@ -342,13 +353,15 @@ def run_lab(
     install: bool = True,
     rebuild: bool = False,
     forward_env: Sequence[str] = (),
+    out: Path | None = None,
+    live: Literal["stdout", "stderr"] = "stdout",
 ) -> procs.Completed:
     """Engine, image (cached), probe, ``python -m lab ARGS`` inside: the ``lab.*`` tasks."""
     info = ensure_engine(ctx, install=install)
     identity = ensure_image(ctx, rebuild=rebuild)
     options = container_options(ctx, privileged=privileged, mounts=mounts, forward_env=forward_env)
     options = prepare(ctx, identity, options, info)
-    done = run_in_container(ctx, identity, lab_command(args), options)
+    done = run_in_container(ctx, identity, lab_command(args), options, out=out, live=live)
     # The lab's own statuses pass through (1: an observation disagreed or a candidate
     # failed; 2: usage; 3: schema; 130: interrupted): it has already said its sentence.
     if done.exit_status not in LAB_EXIT_STATUSES:
@@ -357,6 +370,29 @@ def run_lab(
             f"{done.exit_status}; its output is in {ctx.image_dir}."
         )
     return done
+
+
+def run_lab_json(
+    ctx: Context,
+    args: Sequence[str],
+    *,
+    mounts: Sequence[tuple[Path, str]] = (),
+    forward_env: Sequence[str] = (),
+) -> tuple[procs.Completed, dict[str, Any] | None]:
+    """:func:`run_lab` of a command given ``--json``: its stderr (the human text) echoed as
+    it comes, its stdout read as the one JSON document, the container's artifact paths in
+    it turned into the host's. ``None`` when the lab inside stopped before writing one (it
+    has said why on stderr)."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    out = ctx.image_dir / f"run-{stamp}.json"
+    out.unlink(missing_ok=True)  # a document from an earlier run in the same second is not this one
+    done = run_lab(ctx, args, mounts=mounts, forward_env=forward_env, out=out, live="stderr")
+    try:
+        text = out.read_text(encoding="utf-8")
+        document = json.loads(text.replace(CONTAINER_ARTIFACTS, str(ctx.artifacts)))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return done, None
+    return done, document if isinstance(document, dict) else None
 
 
 def shell_argv(

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from lab import __version__
 from lab.errors import UsageError
@@ -234,7 +235,8 @@ def diagnostics(scenarios: list[ScenarioResult], size: int) -> tuple[DiagnosticR
 @dataclass(frozen=True)
 class EvaluationOutcome:
     """What an evaluation produced. When it was delegated to the lab image, only the exit
-    status comes back here: the evaluation record is in that run's archive."""
+    status comes back here (the evaluation record is in that run's archive), and with
+    ``json`` the image's own ``--json`` document."""
 
     #: 0 only when every clause passed in every repetition of every condition
     exit_status: int
@@ -242,6 +244,8 @@ class EvaluationOutcome:
     result: RunResult | None = None
     run_dir: Path | None = None
     archive: ArchiveInfo | None = None
+    #: the lab image's ``--json`` document (host paths), when delegated with ``json``
+    document: dict[str, Any] | None = None
 
 
 def execute(request: EvaluationRequest, *, say: Callable[[str], None]) -> EvaluationOutcome:
@@ -255,7 +259,7 @@ def execute(request: EvaluationRequest, *, say: Callable[[str], None]) -> Evalua
     )
     check_count(request.timing_runs, "--timing-runs")
     if not request.local and not identity.in_lab_image():
-        return EvaluationOutcome(exit_status=_in_image(request))
+        return _in_image(request)
 
     conditions = scenario.select(REPO / "scenarios" / "candidate", [], True)
     calibration = scenario.select(REPO / "scenarios", list(CALIBRATION_SCENARIOS), False)
@@ -358,7 +362,7 @@ def _evaluate(
     )
 
 
-def _in_image(request: EvaluationRequest) -> int:
+def _in_image(request: EvaluationRequest) -> EvaluationOutcome:
     """Run this very evaluation inside the lab image (built and cached by lab.container),
     with the candidate mounted read-only; the archive lands in the host's --out."""
     from lab.container import run as container
@@ -369,9 +373,12 @@ def _in_image(request: EvaluationRequest) -> int:
         raise UsageError(f"{host}: no such file or directory; give the candidate's path.")
     inside = f"/lab/candidate/{host.name}"
     argv = request.argv(candidate=inside, out=container.CONTAINER_ARTIFACTS)
-    ctx = Context.for_repo(REPO, artifacts=request.out.resolve())
-    done = container.run_lab(ctx, argv, mounts=((host, inside),))
-    return int(done.exit_status or 0)
+    ctx = Context.for_repo(REPO, artifacts=request.out.resolve(), human_on_stderr=request.json)
+    if not request.json:
+        done = container.run_lab(ctx, argv, mounts=((host, inside),))
+        return EvaluationOutcome(exit_status=int(done.exit_status or 0))
+    done, document = container.run_lab_json(ctx, argv, mounts=((host, inside),))
+    return EvaluationOutcome(exit_status=int(done.exit_status or 0), document=document)
 
 
 def check_instrument(

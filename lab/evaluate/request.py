@@ -43,6 +43,8 @@ class EvaluationRequest:
     out: Path = Path("artifacts")
     #: build and judge on this host rather than in the lab image
     local: bool = False
+    #: ``--json``: in the lab image too, so that its document comes back
+    json: bool = False
 
     @property
     def flag(self) -> str:
@@ -60,4 +62,5 @@ class EvaluationRequest:
             "--size", str(self.size),
             "--timeout", str(self.timeout_s),
             "--out", out,
+            *(["--json"] if self.json else []),
         ]  # fmt: skip

@@ -110,7 +110,8 @@ def evaluation_summary(
     archive: ArchiveInfo | None,
 ) -> dict[str, Any]:
     """``lab evaluate --json``: the candidate's verdict. Without ``evaluation`` the run was
-    delegated to the lab image, whose own archive (in ``--out``) holds the record."""
+    delegated to the lab image and stopped there before its own document (the CLI passes
+    the image's document on, marked ``delegated_to_image``, when there is one)."""
     signing = archive_summary(archive)
     document: dict[str, Any] = {
         "kind": "evaluation",

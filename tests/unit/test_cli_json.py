@@ -117,16 +117,49 @@ def test_evaluate_json_is_one_document_matching_its_schema(
     assert "Candidate (binary)" in err and "Evaluation" in err
 
 
-def test_evaluate_json_when_delegated_to_the_image(
+def test_evaluate_json_passes_on_the_images_own_document(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Delegated to the image, ``--json`` is asked of the lab there and its document (the
+    evaluation's verdict, host paths) comes back, marked as delegated."""
+    from lab.reports.summary import evaluation_summary
+
+    run = build_repeated_run()
+    assert run.evaluation is not None
+    inner = evaluation_summary(  # what the lab in the image printed, paths already rewritten
+        exit_status=1,
+        evaluation=run.evaluation,
+        result=run,
+        run_dir=tmp_path / "eval-1",
+        archive=_archive_info(tmp_path),
+    )
+    asked: list[bool] = []
+
+    def fake_execute(request: Any, *, say: Any) -> judge.EvaluationOutcome:
+        asked.append(request.json)
+        return judge.EvaluationOutcome(exit_status=1, document=json.loads(json.dumps(inner)))
+
+    monkeypatch.setattr(judge, "execute", fake_execute)
+    assert _cli.main(["evaluate", "--patch", "x.patch", "--json"]) == 1
+    document = json.loads(capsys.readouterr().out)
+    validate_document(document, "evaluation-summary")
+    assert asked == [True]
+    assert document["delegated_to_image"] is True
+    assert document["evaluation"]["evaluation_id"] == run.evaluation.evaluation_id
+    assert document["run_dir"] == str(tmp_path / "eval-1")
+
+
+def test_evaluate_json_when_the_image_wrote_no_document(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(
-        judge, "execute", lambda request, *, say: judge.EvaluationOutcome(exit_status=0)
+        judge, "execute", lambda request, *, say: judge.EvaluationOutcome(exit_status=2)
     )
-    assert _cli.main(["evaluate", "--patch", "x.patch", "--json"]) == 0
+    assert _cli.main(["evaluate", "--patch", "x.patch", "--json"]) == 2
     document = json.loads(capsys.readouterr().out)
     validate_document(document, "evaluation-summary")
     assert document["delegated_to_image"] is True and document["evaluation"] is None
+    assert document["ok"] is False
 
 
 def test_a_document_that_breaks_its_schema_is_a_lab_bug() -> None:

@@ -51,3 +51,30 @@ def test_the_campaign_is_handed_to_the_image(
     mounts = dict(seen["kw"]["mounts"])
     assert mounts[(tmp_path / "my-agent.sh").resolve()] == f"{MOUNTED}/my-agent.sh"
     assert seen["kw"]["forward_env"] == ("MODEL_KEY",)
+
+
+def test_with_json_the_images_document_comes_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen: dict[str, Any] = {}
+
+    class Done:
+        exit_status = 0
+
+    def run_lab_json(ctx: Any, argv: list[str], **kw: Any) -> tuple[Done, dict[str, Any]]:
+        seen["argv"], seen["echo"] = argv, ctx.echo
+        return Done(), {"met": 3, "required": 2}
+
+    monkeypatch.setattr(container, "run_lab_json", run_lab_json)
+    monkeypatch.setattr(conduct.identity, "in_lab_image", lambda: False)
+    request = CampaignRequest(
+        task_path=ROOT / "campaigns" / "speedup.yaml",
+        agent_cmd="true",
+        out=tmp_path / "out",
+        json=True,
+    )
+    outcome = conduct.execute(request, say=lambda m: None, echo=lambda m: None)
+    assert outcome.exit_status == 0 and outcome.document == {"met": 3, "required": 2}
+    assert seen["argv"][-1] == "--json"
+    seen["echo"]("building the image\n")  # progress goes to stderr: stdout is the document
+    assert capsys.readouterr() == ("", "building the image\n")

@@ -356,3 +356,61 @@ def test_the_builder_and_repository_reach_the_container(
         monkeypatch.delenv(name)
     env = container.container_options(ctx).env
     assert "LAB_BUILDER_ID" not in env and "LAB_GIT_REPOSITORY" not in env
+
+
+def test_follow_live_stderr_keeps_stdout_as_the_document(tmp_path: Path) -> None:
+    seen: list[str] = []
+    ctx = engine.Context(
+        root=tmp_path,
+        artifacts=tmp_path,
+        log=procs.CommandLog(tmp_path / "commands.jsonl"),
+        echo=seen.append,
+    )
+    done = engine.follow(
+        ctx,
+        ["sh", "-c", "echo progress >&2; echo '{\"ok\": true}'; echo more >&2"],
+        purpose="test",
+        out=tmp_path / "out.json",
+        live="stderr",
+    )
+    assert done.exit_status == 0
+    assert "".join(seen) == "progress\nmore\n"
+    assert json.loads((tmp_path / "out.json").read_text()) == {"ok": True}
+
+
+def _completed(argv: list[str], status: int) -> procs.Completed:
+    return procs.Completed(
+        argv=list(argv),
+        purpose="test",
+        exit_status=status,
+        duration_s=0.1,
+        stdout_path=None,
+        stderr_path=None,
+        started_at=0.0,
+    )
+
+
+def test_run_lab_json_reads_the_document_with_host_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ctx = engine.Context.for_repo(tmp_path, artifacts=tmp_path / "artifacts")
+    asked: dict[str, object] = {}
+
+    def fake_run_lab(ctx: engine.Context, args: list[str], **kw: object) -> procs.Completed:
+        asked.update(kw)
+        out = kw["out"]
+        assert isinstance(out, Path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"run_dir": f"{container.CONTAINER_ARTIFACTS}/eval-1"}))
+        return _completed(args, 1)
+
+    monkeypatch.setattr(container, "run_lab", fake_run_lab)
+    done, document = container.run_lab_json(ctx, ["evaluate", "--json"])
+    assert done.exit_status == 1 and asked["live"] == "stderr"
+    assert document == {"run_dir": str(tmp_path / "artifacts" / "eval-1")}
+
+    def crashed(ctx: engine.Context, args: list[str], **kw: object) -> procs.Completed:
+        return _completed(args, 3)
+
+    monkeypatch.setattr(container, "run_lab", crashed)
+    assert container.run_lab_json(ctx, ["evaluate", "--json"])[1] is None
