@@ -222,14 +222,14 @@ def test_host_paths_rewrites_container_paths(tmp_path: Path) -> None:
     assert "/lab/artifacts" not in out and out.endswith("r1.tar.gz\n")
 
 
+def _echoing(tmp_path: Path, seen: list[str]) -> engine.Context:
+    log = procs.CommandLog(tmp_path / "commands.jsonl")
+    return engine.Context(root=tmp_path, artifacts=tmp_path, log=log, echo=seen.append)
+
+
 def test_follow_echoes_whole_lines_and_logs_the_command(tmp_path: Path) -> None:
     seen: list[str] = []
-    ctx = engine.Context(
-        root=tmp_path,
-        artifacts=tmp_path,
-        log=procs.CommandLog(tmp_path / "commands.jsonl"),
-        echo=seen.append,
-    )
+    ctx = _echoing(tmp_path, seen)
     done = engine.follow(
         ctx,
         ["sh", "-c", "echo one; printf 'two\\nthr'; sleep 0.3; echo ee; echo oops >&2"],
@@ -360,12 +360,7 @@ def test_the_builder_and_repository_reach_the_container(
 
 def test_follow_live_stderr_keeps_stdout_as_the_document(tmp_path: Path) -> None:
     seen: list[str] = []
-    ctx = engine.Context(
-        root=tmp_path,
-        artifacts=tmp_path,
-        log=procs.CommandLog(tmp_path / "commands.jsonl"),
-        echo=seen.append,
-    )
+    ctx = _echoing(tmp_path, seen)
     done = engine.follow(
         ctx,
         ["sh", "-c", "echo progress >&2; echo '{\"ok\": true}'; echo more >&2"],
