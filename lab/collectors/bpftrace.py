@@ -27,6 +27,7 @@ whole output (``bpftrace.txt``); per invocation: the lines of its cgroup, verbat
 from __future__ import annotations
 
 import os
+import platform
 import re
 import signal
 import tempfile
@@ -278,6 +279,11 @@ def _static_reason(script: Path) -> str | None:
         return (
             "bpftrace needs root (or CAP_BPF with CAP_PERFMON); run the lab as root, "
             "e.g. sudo invoke lab.run."
+        )
+    if platform.machine() != "x86_64":
+        return (
+            f"the probe script decodes x86_64 system calls by number ({script.name}); this "
+            f"machine is {platform.machine()}: run the lab on x86_64."
         )
     if not BTF.exists():
         return (

@@ -167,6 +167,10 @@ class InvocationTrace:
         undecoded = self.counter("@undecoded") or 0
         if undecoded:
             reasons.append(f"sendmmsg: {undecoded} message address(es) after the first not decoded")
+        compat = self.counter("@compat_syscalls") or 0
+        if compat:
+            # their numbers are the 32-bit table's: none is decoded, so none is vouched for
+            reasons.append(f"{compat} 32-bit system call(s) (int 0x80) not decoded")
         return reasons
 
 

@@ -58,7 +58,9 @@ def summaries_of(assets: Path, fixtures: dict[str, Any], name: str) -> list[dict
 
 
 def test_template_defines_every_counter_of_the_summary() -> None:
-    assert sorted(set(COUNTER_KEYS) | {"@uring_ops", "@undecoded"}) == defined_counters(TEMPLATE)
+    assert sorted(
+        set(COUNTER_KEYS) | {"@uring_ops", "@undecoded", "@compat_syscalls"}
+    ) == defined_counters(TEMPLATE)
     assert template_uprobes(TEMPLATE) == ["hash_file", "send_payload", "busy_wait"]
 
 
@@ -74,7 +76,8 @@ def test_render_drops_uprobes_of_missing_symbols() -> None:
     assert not any("__CGROUPS__" in ln for ln in code)
     assert rendered.text.startswith("// lab: client binary /opt/client\n")
     assert defined_counters(rendered.text) == sorted(
-        set(COUNTER_KEYS) - {"@hash_calls", "@busy_wait_calls"} | {"@uring_ops", "@undecoded"}
+        set(COUNTER_KEYS) - {"@hash_calls", "@busy_wait_calls"}
+        | {"@uring_ops", "@undecoded", "@compat_syscalls"}
     )
 
 
@@ -131,7 +134,7 @@ def test_program_golden(assets: Path, fixtures: dict[str, Any]) -> None:
     assert s["destinations"] == sorted(["127.0.0.1:47020", "127.0.0.1:47021", f"127.0.0.1:{port}"])
     assert s["absent_symbols"] == [] and s["unprinted_maps"] == []
     assert s["function_entries"] == {"busy_wait": 1, "hash_file": 1, "send_payload": 1}
-    assert s["attached_probes"] == 28 and s["lost_events"] == 0 and s["events_complete"]
+    assert s["attached_probes"] == 12 and s["lost_events"] == 0 and s["events_complete"]
     assert s["undecodable"] == [] and s["uring_ops"] == {}
 
 
@@ -219,6 +222,7 @@ def test_lost_events_unix_destinations_and_undecodable_channels() -> None:
         "@connects[5]: 3\n"
         "@uring_ops[5, SENDMSG]: 1\n"
         "@undecoded[5]: 2\n"
+        "@compat_syscalls[5]: 4\n"
     )
     session = parse_bpftrace(text)
     trace = session.for_cgroup(5)
@@ -230,8 +234,10 @@ def test_lost_events_unix_destinations_and_undecodable_channels() -> None:
     assert s["lost_events"] == 7 and not s["events_complete"]
     assert s["connects"] == 3 and "read_bytes" not in s  # not defined by this script
     assert s["uring_ops"] == {"SENDMSG": 1}
-    assert len(s["undecodable"]) == 2
+    assert len(s["undecodable"]) == 3
     assert "io_uring SENDMSG" in s["undecodable"][0] and "sendmmsg" in s["undecodable"][1]
+    # a 32-bit call has the other table's numbers: counted, never decoded, never vouched for
+    assert s["undecodable"][2] == "4 32-bit system call(s) (int 0x80) not decoded"
 
 
 def test_attach_paths_bpftrace_cannot_parse_are_refused() -> None:
@@ -288,7 +294,7 @@ def test_stop_splits_the_session_per_invocation(
     assert first.summary["hash_calls"] == 256 and first.summary["cgroup_id"] == ids[0]
     split = (tmp_path / "pass" / "inv1" / "bpftrace.txt").read_text().splitlines()
     # the invocation's own lines, verbatim, between the session's markers
-    assert split[:2] == ["Attaching 28 probes...", "lab: attached"]
+    assert split[:2] == ["Attaching 12 probes...", "lab: attached"]
     assert f"@hash_calls[{ids[0]}]: 256" in split and "lab: end of trace" in split
     assert not any(f"cg={ids[1]} " in line for line in split)
     assert "pass/inv1/bpftrace.txt" in first.artifacts and "pass/bpftrace.txt" in first.artifacts
@@ -373,7 +379,7 @@ def test_probe_names_missing_kernel_features(
     monkeypatch.setattr(bpftrace, "UPROBE_PMU", tmp_path / "uprobe")
     status = BpftraceSession.probe()
     assert status.reason is not None
-    assert "lacks tracepoint syscalls:sys_enter_connect" in status.reason
+    assert "lacks tracepoint raw_syscalls:sys_enter" in status.reason
 
 
 def test_probe_requires_privilege(monkeypatch: pytest.MonkeyPatch) -> None:
