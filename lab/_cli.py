@@ -202,9 +202,14 @@ def cmd_merge(args: argparse.Namespace, console: Console) -> int:
             f"sha256 {shard['sha256']} ({len(shard['units'])} units)",
             highlight=False,
         )
+    evaluation = outcome.result.evaluation
+    if evaluation is not None:
+        print_evaluation(evaluation, console)
     console.print(f"Run directory: {outcome.run_dir}")
     if outcome.archive is not None:
         print_archive(outcome.archive, console)
+    if evaluation is not None:  # the exit status of the unsharded 'lab evaluate'
+        return 0 if evaluation.status == "pass" else 1
     return 0 if outcome.result.calibrated else 1
 
 
@@ -232,6 +237,8 @@ def evaluation_request(args: argparse.Namespace) -> EvaluationRequest:
         timeout_s=args.timeout,
         out=args.out,
         local=args.local,
+        shard=args.shard,
+        run_id=args.run_id,
     )
 
 

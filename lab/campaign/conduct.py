@@ -34,14 +34,9 @@ from lab.campaign.settle import Settings, evaluation_options, settle
 from lab.campaign.task import CampaignRequest, Task, load_task
 from lab.errors import CampaignError
 from lab.evaluate.candidate import BUILD_TIMEOUT_S, build, prepare
-from lab.evaluate.judge import (
-    CALIBRATION_SCENARIOS,
-    check_instrument,
-    failed_clauses,
-    freeze,
-    judge_built,
-)
+from lab.evaluate.judge import check_instrument, freeze, judge_built
 from lab.evaluate.model import Evaluation, EvaluationLimits, FrozenEvaluation
+from lab.evaluate.verdicts import CALIBRATION_SCENARIOS, failed_clauses
 from lab.evidence.archive import ArchiveInfo
 from lab.host import identity, procs
 from lab.host.clock import epoch_to_rfc3339
@@ -180,7 +175,14 @@ class _Campaign:
         base_dir = self.run_dir / "baseline"
         base_dir.mkdir()
         judged, results = judge_built(
-            ev, record, client, self.prepared, base_dir, conditions, self.say, timed=False
+            ev,
+            record,
+            client,
+            self.prepared,
+            base_dir,
+            conditions,
+            self.say,
+            untimed="not timed: this is the baseline itself",
         )
         failed = {c: w for c, w in failed_clauses(results).items() if c in self.task.clauses}
         status = "fail" if failed else "pass"

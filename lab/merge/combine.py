@@ -27,8 +27,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from lab.evaluate.verdicts import CALIBRATION_SCENARIOS
 from lab.evidence.archive import PUBKEY
 from lab.judge import aggregate
+from lab.merge.evaluation import merged_evaluation, notes
 from lab.merge.shards import MergeError, ShardArchive, check_shards, open_shards
 from lab.model import RunResult
 from lab.run.orchestrate import finish
@@ -38,6 +40,10 @@ from lab.run.shard import RUN_ID
 SHARED = ("scenarios", "probes")
 #: files each shard's rows are concatenated into, tagged with the shard index
 CONCATENATED = ("timeline.jsonl", "commands.jsonl")
+#: an evaluation's records that are no unit's: shard 1's go where an unsharded evaluation
+#: keeps them (every shard's stay under shards/<I>/): the frozen record and the candidate
+#: (alike in every shard), and the instrument check's scenarios (shard 1's machine's)
+FROM_FIRST = ("evaluation.json", "candidate", *CALIBRATION_SCENARIOS)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -136,7 +142,11 @@ def _copy_shard(s: ShardArchive, run_dir: Path, *, first: bool) -> dict[str, Any
             continue  # the trusted key; the merged run carries its own signer's
         elif entry.is_dir():
             shutil.copytree(entry, own / entry.name)
+            if first and entry.name in FROM_FIRST:
+                shutil.copytree(entry, run_dir / entry.name)
         else:
+            if first and entry.name in FROM_FIRST:
+                shutil.copyfile(entry, run_dir / entry.name)
             shutil.copyfile(entry, own / entry.name)
             if entry.name in CONCATENATED:
                 _append_tagged(entry, run_dir / entry.name, s.spec.index)
@@ -145,7 +155,7 @@ def _copy_shard(s: ShardArchive, run_dir: Path, *, first: bool) -> dict[str, Any
         "index": s.spec.index,
         "count": s.spec.count,
         "run_id": s.run.run_id,
-        "units": [u.to_dict() for u in sorted(s.units)],
+        "units": [u.to_dict(str((s.run.shard or {}).get("unit"))) for u in sorted(s.units)],
         "archive": s.name,
         "sha256": s.sha256,
         "key_id": s.key_id,
@@ -156,6 +166,7 @@ def _copy_shard(s: ShardArchive, run_dir: Path, *, first: bool) -> dict[str, Any
         "in_container": env.get("in_container"),
         "calibrated": s.run.calibrated,
         "files": sorted(f"shards/{s.spec.index}/{p.name}" for p in own.iterdir()),
+        **notes(s),
     }
 
 
@@ -175,11 +186,16 @@ def _append_tagged(src: Path, dest: Path, index: int) -> None:
 
 def merged_result(shards: list[ShardArchive], records: list[dict[str, Any]]) -> RunResult:
     """One RunResult over every shard's repetitions, in unsharded order, aggregated by the
-    judges' own code."""
+    judges' own code (an evaluation's concluded by the evaluation's)."""
     first = shards[0].run
-    order = {name: i for i, name in enumerate(first.options.get("scenarios") or [])}
+    names = list(first.options.get("scenarios") or [])
+    # an evaluation's instrument check ran in every shard: shard 1's comes first, as in an
+    # unsharded evaluation; a run's scenarios are all units
+    checks = [sc for sc in first.scenarios if sc.name not in names]
+    judged = [sc for s in shards for sc in s.run.scenarios if sc.name in names]
+    order = {name: i for i, name in enumerate([*(sc.name for sc in checks), *names])}
     scenarios = sorted(
-        (sc for s in shards for sc in s.run.scenarios),
+        checks + judged,
         key=lambda sc: (order.get(sc.name, len(order)), sc.name, sc.repetition),
     )
     result = RunResult(
@@ -193,6 +209,8 @@ def merged_result(shards: list[ShardArchive], records: list[dict[str, Any]]) -> 
         shards=records,
     )
     result.aggregate = aggregate.aggregate(scenarios)
+    if first.evaluation is not None:
+        result.evaluation = merged_evaluation(shards, [sc for sc in scenarios if sc.name in names])
     return result
 
 

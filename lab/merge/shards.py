@@ -105,7 +105,7 @@ def open_shard(path: Path, *, pubkey: Path, work: Path) -> ShardArchive:
     if run.shard is None:
         raise MergeError(
             f"{path.name} is not a shard (its results.json has no 'shard' record); merge "
-            "only the archives of 'python -m lab run --shard I/N'."
+            "only the archives of 'python -m lab run --shard I/N' (or 'evaluate --shard I/N')."
         )
     try:
         spec = ShardSpec(int(run.shard["index"]), int(run.shard["count"]))
@@ -159,6 +159,26 @@ def check_shards(shards: list[ShardArchive]) -> list[ShardArchive]:
     """The shards of one run, each once, in index order; their units exactly the run's."""
     one_run = "merge the shards of one run only (the same inputs, or the same --run-id)."
     _same(shards, "run id", lambda s: s.frozen_id, one_run)
+    _same(
+        shards,
+        "kind",
+        lambda s: "an evaluation" if s.run.evaluation is not None else "a run",
+        "merge the shards of one 'lab run' or of one 'lab evaluate', never both.",
+    )
+    # one --run-id given to two evaluations: the frozen judgement or the candidate tells
+    _same(
+        shards,
+        "evaluation id",
+        lambda s: s.run.evaluation.evaluation_id if s.run.evaluation else None,
+        "merge the shards of one evaluation only (the same lab, contract, size, repetitions "
+        "and limits on every machine).",
+    )
+    _same(
+        shards,
+        "candidate",
+        lambda s: _candidate(s.run),
+        "merge the shards of one candidate only (the same patch, source tree or binary).",
+    )
     _same(shards, "shard count", lambda s: s.spec.count, one_run)
     _same(
         shards,
@@ -207,16 +227,36 @@ def check_shards(shards: list[ShardArchive]) -> list[ShardArchive]:
             "missing; give every shard's archive (or re-run the missing shards)."
         )
     options = shards[0].run.options
-    every = work_units(list(options.get("scenarios") or []), int(options.get("repetitions", 1)))
+    names = list(options.get("scenarios") or [])
+    every = work_units(names, int(options.get("repetitions", 1)))
     for s in shards:
         expected = s.spec.select(every)
-        ran = sorted(Unit(r.name, r.repetition) for r in s.run.scenarios)
+        # an evaluation's instrument check (its calibration scenarios) is no unit of it
+        ran = sorted(Unit(r.name, r.repetition) for r in s.run.scenarios if r.name in names)
+        if not ran and _unjudged(s.run):
+            ran = expected  # refused by its instrument check, or nothing could be built
         if sorted(s.units) != expected or ran != expected:
             raise MergeError(
                 f"{s.name} holds units {_units(ran)} but shard {s.spec} of this run is "
-                f"{_units(expected)}; it was not made by 'lab run --shard', re-run that shard."
+                f"{_units(expected)}; it was not made by '--shard {s.spec}' of this run: "
+                "re-run that shard."
             )
     return [by_index[i] for i in sorted(by_index)]
+
+
+def _candidate(run: RunResult) -> tuple[str, str] | None:
+    if run.evaluation is None:
+        return None
+    return (run.evaluation.candidate.kind, run.evaluation.candidate.input_sha256)
+
+
+def _unjudged(run: RunResult) -> bool:
+    """An evaluation shard that judged nothing, and said why in its status."""
+    return run.evaluation is not None and run.evaluation.status in (
+        "refused",
+        "build-failed",
+        "patch-failed",
+    )
 
 
 def _units(units: list[Unit]) -> str:
