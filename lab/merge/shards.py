@@ -196,7 +196,10 @@ def check_shards(shards: list[ShardArchive]) -> list[ShardArchive]:
         shards,
         "client digest",
         lambda s: s.run.environment.get("client_sha256"),
-        "run every shard with the same client binary.",
+        "build the candidate in the same lab image on every machine (its build must be "
+        "reproducible)."
+        if shards[0].run.evaluation is not None
+        else "run every shard with the same client binary.",
     )
     _same(
         shards,
