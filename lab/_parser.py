@@ -385,6 +385,7 @@ def _add_campaign(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--timeout", type=float, default=None, help="per-invocation limit, s (default: the task's)"
     )
     cp.add_argument("--local", action="store_true", help="run on the host, not in the image")
+    _add_shard(cp, "agent run (campaign repetition)")
     cp.add_argument(
         "--json",
         action="store_true",

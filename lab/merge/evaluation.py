@@ -77,7 +77,13 @@ def merged_evaluation(shards: list[ShardArchive], judged: list[ScenarioResult]) 
 
 
 def notes(s: ShardArchive) -> dict[str, Any]:
-    """What a merged evaluation's ``shards`` record adds about one shard."""
+    """What a merged evaluation's (or campaign's) ``shards`` record adds about one shard."""
+    campaign = s.run.campaign
+    if campaign is not None:
+        return {
+            "instrument_check_ok": campaign.instrument_check.get("ok"),
+            "baseline_status": campaign.baseline.get("status"),
+        }
     evaluation = s.run.evaluation
     if evaluation is None:
         return {}

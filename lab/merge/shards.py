@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lab.campaign.shard import UNIT_NAME as CAMPAIGN_UNIT
 from lab.errors import ArchiveError, LabError, SchemaError
 from lab.evidence.verify import VerificationError, verify_archive
 from lab.merge.load import load_run
@@ -162,14 +163,14 @@ def check_shards(shards: list[ShardArchive]) -> list[ShardArchive]:
     _same(
         shards,
         "kind",
-        lambda s: "an evaluation" if s.run.evaluation is not None else "a run",
-        "merge the shards of one 'lab run' or of one 'lab evaluate', never both.",
+        _kind,
+        "merge the shards of one 'lab run', 'lab evaluate' or 'lab campaign', never a mix.",
     )
     # one --run-id given to two evaluations: the frozen judgement or the candidate tells
     _same(
         shards,
         "evaluation id",
-        lambda s: s.run.evaluation.evaluation_id if s.run.evaluation else None,
+        _evaluation_id,
         "merge the shards of one evaluation only (the same lab, contract, size, repetitions "
         "and limits on every machine).",
     )
@@ -178,6 +179,12 @@ def check_shards(shards: list[ShardArchive]) -> list[ShardArchive]:
         "candidate",
         lambda s: _candidate(s.run),
         "merge the shards of one candidate only (the same patch, source tree or binary).",
+    )
+    _same(
+        shards,
+        "agent files",
+        lambda s: s.run.campaign.agent_files if s.run.campaign else None,
+        "give every shard of a campaign the same agent command and files.",
     )
     _same(shards, "shard count", lambda s: s.spec.count, one_run)
     _same(
@@ -229,13 +236,11 @@ def check_shards(shards: list[ShardArchive]) -> list[ShardArchive]:
             f"shard(s) {', '.join(missing)} of {count} of run {shards[0].frozen_id} are "
             "missing; give every shard's archive (or re-run the missing shards)."
         )
-    options = shards[0].run.options
-    names = list(options.get("scenarios") or [])
-    every = work_units(names, int(options.get("repetitions", 1)))
+    names, repetitions, _ = _work(shards[0].run)
+    every = work_units(names, repetitions)
     for s in shards:
         expected = s.spec.select(every)
-        # an evaluation's instrument check (its calibration scenarios) is no unit of it
-        ran = sorted(Unit(r.name, r.repetition) for r in s.run.scenarios if r.name in names)
+        ran = _work(s.run)[2]
         if not ran and _unjudged(s.run):
             ran = expected  # refused by its instrument check, or nothing could be built
         if sorted(s.units) != expected or ran != expected:
@@ -245,6 +250,29 @@ def check_shards(shards: list[ShardArchive]) -> list[ShardArchive]:
                 "re-run that shard."
             )
     return [by_index[i] for i in sorted(by_index)]
+
+
+def _kind(s: ShardArchive) -> str:
+    if s.run.campaign is not None:
+        return "a campaign"
+    return "an evaluation" if s.run.evaluation is not None else "a run"
+
+
+def _evaluation_id(s: ShardArchive) -> str | None:
+    if s.run.campaign is not None:
+        return s.run.campaign.evaluation_id
+    return None if s.run.evaluation is None else s.run.evaluation.evaluation_id
+
+
+def _work(run: RunResult) -> tuple[list[str], int, list[Unit]]:
+    """The names and repetitions a run's work units are made of, and the units it holds: a
+    campaign's are its agent runs; an evaluation's instrument check is no unit of it."""
+    if run.campaign is not None:
+        ran = sorted(Unit(CAMPAIGN_UNIT, r.index) for r in run.campaign.repetitions)
+        return [CAMPAIGN_UNIT], int(run.options.get("agent_repetitions", 1)), ran
+    names = list(run.options.get("scenarios") or [])
+    ran = sorted(Unit(r.name, r.repetition) for r in run.scenarios if r.name in names)
+    return names, int(run.options.get("repetitions", 1)), ran
 
 
 def _candidate(run: RunResult) -> tuple[str, str] | None:

@@ -50,10 +50,11 @@ def shards_table(run: RunResult) -> Table:
         for r in run.shards
     ]
     units = sum(len(r.get("units") or []) for r in run.shards)
-    kind = "condition" if run.evaluation is not None else "scenario"
+    kind = "condition × repetition" if run.evaluation is not None else "scenario × repetition"
+    kind = "agent runs" if run.campaign is not None else kind
     notes = [
         f"This run was merged from {fmt(len(run.shards))} shard archives holding {fmt(units)} "
-        f"units ({kind} × repetition), each verified against the trusted key before it was "
+        f"units ({kind}), each verified against the trusted key before it was "
         "read; every verdict is the one its shard gave, and the aggregates count all "
         "repetitions. Each archive is a resolved dependency of this run's provenance, with "
         "its SHA-256.",
@@ -63,6 +64,13 @@ def shards_table(run: RunResult) -> Table:
     ]
     if run.evaluation is not None:
         notes.append(_evaluation_note(run.shards))
+    if run.campaign is not None:
+        notes.append(
+            "Every shard checked the instrument and judged the unchanged client (the baseline) "
+            "on its own machine before its agent runs; the campaign's are shard 1's. Each agent "
+            "run was judged and timed on its shard's machine, against the baseline alternated "
+            "there."
+        )
     return Table(
         ["shard", "archive", "SHA-256", "units", "shard run", "kernel", "ran"], rows, notes
     )

@@ -206,4 +206,4 @@ def test_an_evaluation_shard_and_a_run_shard_refused(
 
     a = eval_shard(tmp_path / "a", signer, ShardSpec(1, 2))
     b = eval_shard(tmp_path / "b", signer, ShardSpec(2, 2), mutate=not_an_evaluation)
-    refused([a, b], pub, tmp_path, "differ in kind", "never both")
+    refused([a, b], pub, tmp_path, "differ in kind", "never a mix")
