@@ -256,6 +256,8 @@ def evaluate(
         "agent_network": "host (default) or none",
         "json": "print one JSON document on stdout",
         "local": "run on this host instead of in the container",
+        "shard": "conduct only shard I/N of the agent runs (e.g. 2/3)",
+        "run_id": HELP_RUN["run_id"],
     },
 )
 @lab_errors
@@ -270,6 +272,8 @@ def campaign(
     agent_env: list[str] | None = None,
     json: bool = False,
     local: bool = False,
+    shard: str | None = None,
+    run_id: str | None = None,
 ) -> None:
     """Run a coding agent N times on a frozen task and judge every result, in the lab image.
 
@@ -282,6 +286,8 @@ def campaign(
         ("--repetitions", repetitions),
         ("--budget", budget),
         ("--require", require),
+        ("--shard", shard),
+        ("--run-id", run_id),
     ):
         if value is not None:
             args += [flag, str(value)]

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +14,8 @@ import pytest
 
 from lab.collectors.strace import StraceCollector
 from lab.evidence.keys import generate_keypair
-from tests.conftest import ROOT, require
+from tests.conftest import require
+from tests.integration.processes import lab
 
 pytestmark = pytest.mark.integration
 
@@ -27,17 +26,6 @@ EVALUATE = [
     "evaluate", "--local", "--repetitions", "2", "--timing-runs", "2", "--collector", "strace",
     "--packets", "off", "--size", "128K",
 ]  # fmt: skip
-
-
-def lab(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "lab", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
 
 
 def verdicts(document: dict[str, Any]) -> list[tuple[str, int, dict[str, str]]]:
