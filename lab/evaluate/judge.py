@@ -9,7 +9,9 @@
    judge.
 4. Run the contract conditions N times (fresh state each), judge C1–C6 from independent
    evidence; time the candidate and the baseline untraced, in alternation
-   (:mod:`lab.evaluate.timing`).
+   (:mod:`lab.evaluate.timing`). With ``--shard I/N`` only that shard's condition ×
+   repetition units are judged, after the instrument check, and only shard 1 is timed
+   (:mod:`lab.evaluate.shard`); ``lab merge`` concludes the whole.
 
     outcome = execute(EvaluationRequest(kind="patch", path=Path("agent.patch")), say=print)
     outcome.evaluation["status"], outcome.archive, outcome.exit_status
