@@ -5,6 +5,7 @@
     invoke lab.run --local         # the same run on this host, without a container
     invoke lab.verify --archive artifacts/<run>.tar.gz --pubkey lab.pub
     invoke lab.run --shard 2/3 --run-id campaign-1      # one machine's share of a run
+    invoke lab.evaluate --patch agent.patch --shard 2/3   # one machine's share of an evaluation
     invoke lab.merge --pubkey lab.pub --archive 'shards/*.tar.gz'   # verify and merge them
     invoke lab.campaign --agent-cmd "sh my-agent.sh" --repetitions 3   # an agent, judged 3×
     invoke keys.generate --out keys
@@ -207,6 +208,8 @@ def merge(c: Context, pubkey: str, archive: list[str] | None = None, out: str = 
         "repetitions": "repetitions of the contract conditions (default 3)",
         "timing_runs": "untraced timing rounds, candidate and baseline alternated (default 20)",
         "local": "build and judge on this host, not in the lab image",
+        "shard": "judge only shard I/N of the condition × repetition units (e.g. 2/3)",
+        "run_id": HELP_RUN["run_id"],
     }
 )
 @lab_errors
@@ -218,6 +221,8 @@ def evaluate(
     repetitions: int | None = None,
     timing_runs: int | None = None,
     local: bool = False,
+    shard: str | None = None,
+    run_id: str | None = None,
 ) -> None:
     """Judge a client someone else wrote against the frozen contract, in the lab image.
 
@@ -232,6 +237,8 @@ def evaluate(
         args += ["--repetitions", str(repetitions)]
     if timing_runs is not None:
         args += ["--timing-runs", str(timing_runs)]
+    args += ["--shard", shard] if shard else []
+    args += ["--run-id", run_id] if run_id else []
     _host_lab(c, [*args, *(["--local"] if local else [])])
 
 
@@ -249,6 +256,8 @@ def evaluate(
         "agent_network": "host (default) or none",
         "json": "print one JSON document on stdout",
         "local": "run on this host instead of in the container",
+        "shard": "conduct only shard I/N of the agent runs (e.g. 2/3)",
+        "run_id": HELP_RUN["run_id"],
     },
 )
 @lab_errors
@@ -263,6 +272,8 @@ def campaign(
     agent_env: list[str] | None = None,
     json: bool = False,
     local: bool = False,
+    shard: str | None = None,
+    run_id: str | None = None,
 ) -> None:
     """Run a coding agent N times on a frozen task and judge every result, in the lab image.
 
@@ -275,6 +286,8 @@ def campaign(
         ("--repetitions", repetitions),
         ("--budget", budget),
         ("--require", require),
+        ("--shard", shard),
+        ("--run-id", run_id),
     ):
         if value is not None:
             args += [flag, str(value)]

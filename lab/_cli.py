@@ -195,16 +195,30 @@ def cmd_merge(args: argparse.Namespace, console: Console) -> int:
         archive=not args.no_archive,
     )
     outcome = merge(request, say=lambda msg: console.print(msg, highlight=False))
-    print_summary(outcome.result, console)
+    evaluation, campaign = outcome.result.evaluation, outcome.result.campaign
+    if evaluation is None and campaign is None:
+        print_summary(outcome.result, console)  # what 'lab run' prints
     for shard in outcome.shards:
         console.print(
             f"shard {shard['index']}/{shard['count']}: {shard['archive']} "
             f"sha256 {shard['sha256']} ({len(shard['units'])} units)",
             highlight=False,
         )
+    if evaluation is not None:
+        print_evaluation(evaluation, console)
+    if campaign is not None:
+        from lab.reports.campaign import campaign_lines
+
+        for line in campaign_lines(campaign):
+            console.print(line, highlight=False, markup=False)
     console.print(f"Run directory: {outcome.run_dir}")
     if outcome.archive is not None:
         print_archive(outcome.archive, console)
+    # the exit status of the unsharded 'lab evaluate' or 'lab campaign'
+    if evaluation is not None:
+        return 0 if evaluation.status == "pass" else 1
+    if campaign is not None:
+        return 0 if campaign.succeeded else 1
     return 0 if outcome.result.calibrated else 1
 
 
@@ -233,6 +247,8 @@ def evaluation_request(args: argparse.Namespace) -> EvaluationRequest:
         out=args.out,
         local=args.local,
         json=args.json,
+        shard=args.shard,
+        run_id=args.run_id,
     )
 
 
@@ -320,6 +336,8 @@ def cmd_campaign(args: argparse.Namespace, console: Console) -> int:
         out=args.out,
         local=args.local,
         json=args.json,
+        shard=args.shard,
+        run_id=args.run_id,
     )
     # with --json, stdout holds the one JSON document and everything else goes to stderr
     human = Console(stderr=True, highlight=False, width=console.width) if args.json else console

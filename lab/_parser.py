@@ -73,6 +73,24 @@ def _shard(text: str) -> ShardSpec:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _add_shard(parser: argparse.ArgumentParser, units: str) -> None:
+    """``--shard I/N`` and ``--run-id``, alike on every command that can be sharded."""
+    parser.add_argument(
+        "--shard",
+        type=_shard,
+        default=None,
+        metavar="I/N",
+        help=f"run only shard I of N of the {units} units (merge the N signed archives "
+        "with 'lab merge')",
+    )
+    parser.add_argument(
+        "--run-id",
+        default=None,
+        help="the run id (with --shard: the id every shard shares; default: derived from the "
+        "inputs, the same on every machine)",
+    )
+
+
 def _path(action: argparse.Action, *, directory: bool = False) -> None:
     """Tell the completion script that this option takes a file (or a directory)."""
     action.complete = _DIRECTORY if directory else _FILE  # type: ignore[attr-defined]
@@ -143,20 +161,7 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "refuses to start without it; off: the client runs as this user, uncontained, and the "
         "clauses it could forge (C1, C3, C5, C6) cannot pass",
     )
-    run.add_argument(
-        "--shard",
-        type=_shard,
-        default=None,
-        metavar="I/N",
-        help="run only shard I of N of the scenario × repetition units (merge the N signed "
-        "archives with 'lab merge')",
-    )
-    run.add_argument(
-        "--run-id",
-        default=None,
-        help="the run id (with --shard: the id every shard shares; default: derived from the "
-        "inputs, the same on every machine)",
-    )
+    _add_shard(run, "scenario × repetition")
     run.add_argument(
         "--json",
         action="store_true",
@@ -222,6 +227,7 @@ def _add_evaluate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--timeout", type=float, default=30.0, help="per-invocation limit, s (default 30)"
     )
     ev.add_argument("--skip-calibration", action="store_true", help=argparse.SUPPRESS)
+    _add_shard(ev, "condition × repetition")
     ev.add_argument(
         "--json",
         action="store_true",
@@ -270,7 +276,9 @@ def _add_doctor(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 def _add_merge_keys(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     merge = sub.add_parser(
-        "merge", help="verify the shard archives of one run and merge them into one signed run"
+        "merge",
+        help="verify the shard archives of one run (or evaluation) and merge them into one "
+        "signed run",
     )
     _path(
         merge.add_argument(
@@ -278,7 +286,7 @@ def _add_merge_keys(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             nargs="+",
             type=Path,
             metavar="SHARD.tar.gz",
-            help="every shard archive of the run (lab run --shard I/N)",
+            help="every shard archive of the run or evaluation (lab run/evaluate --shard I/N)",
         )
     )
     _path(
@@ -377,6 +385,7 @@ def _add_campaign(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--timeout", type=float, default=None, help="per-invocation limit, s (default: the task's)"
     )
     cp.add_argument("--local", action="store_true", help="run on the host, not in the image")
+    _add_shard(cp, "agent run (campaign repetition)")
     cp.add_argument(
         "--json",
         action="store_true",

@@ -31,17 +31,13 @@ from lab.campaign.model import AgentRecord, CampaignRecord, Outcome, PatchRecord
 from lab.campaign.outcome import after_judging, before_judging, speed_met
 from lab.campaign.records import agent_record, dependencies, native_record
 from lab.campaign.settle import Settings, evaluation_options, settle
+from lab.campaign.shard import CampaignShard, plan_shard
 from lab.campaign.task import CampaignRequest, Task, load_task
 from lab.errors import CampaignError
 from lab.evaluate.candidate import BUILD_TIMEOUT_S, build, prepare
-from lab.evaluate.judge import (
-    CALIBRATION_SCENARIOS,
-    check_instrument,
-    failed_clauses,
-    freeze,
-    judge_built,
-)
+from lab.evaluate.judge import check_instrument, freeze, judge_built
 from lab.evaluate.model import Evaluation, EvaluationLimits, FrozenEvaluation
+from lab.evaluate.verdicts import CALIBRATION_SCENARIOS, failed_clauses
 from lab.evidence.archive import ArchiveInfo
 from lab.host import identity, procs
 from lab.host.clock import epoch_to_rfc3339
@@ -57,6 +53,7 @@ from lab.run.orchestrate import (
     open_run,
     setup,
 )
+from lab.run.shard import check_run_id
 
 
 @dataclass(frozen=True)
@@ -92,12 +89,18 @@ def execute(
         timing_runs=ev.timing_runs,
     )
     frozen = freeze(conditions, size=ev.size, repetitions=ev.repetitions, limits=limits)
+    # a shard's repetitions and ids are settled before anything is written or started
+    part = None if request.shard is None else plan_shard(request, task, settings, frozen)
     prepared = setup(ev.collector, ev.packets, archive=True, say=say)
-    run_id = new_run_id("campaign")
+    if part is not None:
+        run_id = part.run_id
+    else:
+        run_id = check_run_id(request.run_id) if request.run_id else new_run_id("campaign")
     # the agent and every result it builds only ever run in the sandbox
     run_dir = open_run(prepared, request.out, run_id, sandbox="required")
     try:
         campaign = _Campaign(request, task, settings, prepared, frozen, run_id, run_dir, say, echo)
+        campaign.part = part
         return campaign.conduct(conditions, calibration)
     finally:
         prepared.close()
@@ -126,6 +129,8 @@ class _Campaign:
         self.say = say
         self.echo = echo
         self.log = procs.CommandLog(run_dir / "commands.jsonl", root=run_dir)
+        #: a shard (``--shard I/N``) conducts only its repetitions
+        self.part: CampaignShard | None = None
 
     def conduct(
         self, conditions: list[scenario.Scenario], calibration: list[scenario.Scenario]
@@ -168,7 +173,14 @@ class _Campaign:
         (self.run_dir / "campaign" / "campaign.json").write_text(
             json.dumps(config, indent=2, sort_keys=True) + "\n"
         )
-        for index in range(1, self.settings.repetitions + 1):
+        indices = list(range(1, self.settings.repetitions + 1))
+        if self.part is not None:
+            indices = self.part.indices
+            self.say(
+                f"Shard {self.part.spec} of campaign {self.part.frozen_id}: repetition(s) "
+                + ", ".join(map(str, indices))
+            )
+        for index in indices:
             record.repetitions.append(self._repetition(index, conditions))
         return self._finish(record, cal_results + base_results, conditions, started)
 
@@ -182,7 +194,14 @@ class _Campaign:
         base_dir = self.run_dir / "baseline"
         base_dir.mkdir()
         judged, results = judge_built(
-            ev, record, client, self.prepared, base_dir, conditions, self.say, timed=False
+            ev,
+            record,
+            client,
+            self.prepared,
+            base_dir,
+            conditions,
+            self.say,
+            untimed="not timed: this is the baseline itself",
         )
         failed = {c: w for c, w in failed_clauses(results).items() if c in self.task.clauses}
         status = "fail" if failed else "pass"
@@ -367,6 +386,7 @@ class _Campaign:
             client=REPO / "native" / "backup-client",
         )
         result.campaign = record
+        result.shard = None if self.part is None else self.part.record
         archive = finish(
             result,
             self.run_dir,
@@ -375,8 +395,11 @@ class _Campaign:
             say=self.say,
             dependencies=dependencies(self.task, record),
         )
+        # a shard's own agent runs decide its exit status (each must meet the task); whether
+        # the campaign met --require is the merge's to say, over every shard's runs
+        met = record.succeeded if self.part is None else record.met == record.total
         return CampaignOutcome(
-            exit_status=0 if record.succeeded else 1,
+            exit_status=0 if met else 1,
             campaign=record,
             result=result,
             run_dir=self.run_dir,

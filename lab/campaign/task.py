@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from lab.errors import CampaignError, ScenarioError
 from lab.run.scenario_yaml import parse_strict, read_bounded
+from lab.run.shard import ShardSpec
 from lab.schemas import validate_campaign_task
 
 AgentNetwork = Literal["host", "none"]
@@ -126,6 +127,10 @@ class CampaignRequest:
     local: bool = False
     #: ``--json``: in the lab image too, so that its document comes back
     json: bool = False
+    #: conduct only this shard's repetitions (``--shard I/N``, :mod:`lab.campaign.shard`)
+    shard: ShardSpec | None = None
+    #: the run id; with ``shard``, the id every shard shares (derived when None)
+    run_id: str | None = None
 
     def argv(self, *, task: str, out: str) -> list[str]:
         """The ``python -m lab`` arguments asking for this same campaign in the lab image."""
@@ -143,6 +148,8 @@ class CampaignRequest:
             ("--packets", self.packets),
             ("--size", self.size),
             ("--timeout", self.timeout_s),
+            ("--shard", self.shard),
+            ("--run-id", self.run_id),
         ):
             if value is not None:
                 args += [flag, str(value)]

@@ -59,6 +59,12 @@ def _tree_digest(root: Path) -> str:
     return digest.hexdigest()
 
 
+def input_digest(kind: CandidateKind, given: Path) -> str:
+    """The candidate as given, by digest: the file's SHA-256, or a source tree's (its files'
+    paths and digests, build leftovers and hidden files aside)."""
+    return _tree_digest(given) if kind == "source-dir" else sha256_file(given)
+
+
 def prepare(kind: CandidateKind, given: Path, workspace: Path, log: procs.CommandLog) -> Candidate:
     if not given.exists():
         raise UsageError(f"{given}: no such file or directory; give the candidate's path.")
@@ -72,7 +78,7 @@ def prepare(kind: CandidateKind, given: Path, workspace: Path, log: procs.Comman
             kind,
             given,
             workspace,
-            sha256_file(given),
+            input_digest(kind, given),
             binary=dest,
             build=BuildRecord(status="prebuilt"),
         )
@@ -80,12 +86,12 @@ def prepare(kind: CandidateKind, given: Path, workspace: Path, log: procs.Comman
         if not (given / "Makefile").is_file():
             raise UsageError(f"{given}: --source-dir needs a directory with a Makefile.")
         shutil.copytree(given, workspace / "src", ignore=shutil.ignore_patterns(".git", "*.o"))
-        return Candidate(kind, given, workspace / "src", _tree_digest(given))
+        return Candidate(kind, given, workspace / "src", input_digest(kind, given))
     # a patch against the lab's native/ client, applied to a copy
     shutil.copytree(
         REPO / "native", workspace / "native", ignore=shutil.ignore_patterns("*.o", "backup-client")
     )
-    candidate = Candidate(kind, given, workspace / "native", sha256_file(given))
+    candidate = Candidate(kind, given, workspace / "native", input_digest(kind, given))
     inside_native = _patch_is_native_relative(given)
     done = procs.run(
         ["patch", "--batch", "--forward", "-p1", "-i", str(given.resolve())],

@@ -9,7 +9,9 @@
    judge.
 4. Run the contract conditions N times (fresh state each), judge C1–C6 from independent
    evidence; time the candidate and the baseline untraced, in alternation
-   (:mod:`lab.evaluate.timing`).
+   (:mod:`lab.evaluate.timing`). With ``--shard I/N`` only that shard's condition ×
+   repetition units are judged, after the instrument check, and only shard 1 is timed
+   (:mod:`lab.evaluate.shard`); ``lab merge`` concludes the whole.
 
     outcome = execute(EvaluationRequest(kind="patch", path=Path("agent.patch")), say=print)
     outcome.evaluation["status"], outcome.archive, outcome.exit_status
@@ -34,10 +36,6 @@ from lab.errors import UsageError
 from lab.evaluate import floor, timing
 from lab.evaluate.candidate import BUILD_TIMEOUT_S, build, prepare
 from lab.evaluate.model import (
-    ClauseCounts,
-    ClientContract,
-    ContractViolation,
-    DiagnosticRow,
     Evaluation,
     EvaluationLimits,
     Fixture,
@@ -46,10 +44,18 @@ from lab.evaluate.model import (
     Timing,
 )
 from lab.evaluate.request import EvaluationRequest
+from lab.evaluate.shard import EvaluationShard, plan_shard
+from lab.evaluate.verdicts import (
+    CALIBRATION_SCENARIOS,
+    conclude,
+    hung_invocations,
+    hung_reason,
+    instrument_check,
+)
 from lab.evidence.archive import ArchiveInfo
 from lab.host import identity, procs
 from lab.host.clock import epoch_to_rfc3339
-from lab.model import CLAUSES, RunResult, ScenarioResult
+from lab.model import RunResult, ScenarioResult
 from lab.run import scenario
 from lab.run.fixture import sha256_file
 from lab.run.options import check_count, check_run_options
@@ -64,9 +70,7 @@ from lab.run.orchestrate import (
     setup,
 )
 from lab.run.plan import Plan
-
-CALIBRATION_SCENARIOS = ("false-success", "unexpected-egress")
-
+from lab.run.shard import check_run_id
 
 #: files whose content defines what "passing" means; their hash is the evaluation id
 FROZEN_FILES = (
@@ -115,123 +119,6 @@ def freeze(
     )
 
 
-def failed_clauses(scenarios: list[ScenarioResult]) -> dict[str, str]:
-    """Clause -> why it did not pass the evaluation. A clause passes when it passed in every
-    repetition that exercised it: ``not-exercised`` (the condition never created the
-    clause's situation) is neither a pass nor a fail. See :func:`unexercised_clauses`."""
-    if not scenarios:
-        return {c: "no condition was judged" for c in CLAUSES}
-    why: dict[str, str] = {}
-    for c in CLAUSES:
-        outcomes = [
-            s.verdicts[c].observed if c in s.verdicts else "not-observed" for s in scenarios
-        ]
-        bad = sorted({o for o in outcomes if o not in ("pass", "not-exercised")})
-        if bad:
-            why[c] = " and ".join(bad)
-    return why
-
-
-def unexercised_clauses(scenarios: list[ScenarioResult]) -> list[str]:
-    """Clauses no condition exercised: what they still checked passed, but their situation
-    (a mismatching payload, say) never arose, so the evaluation says so beside its status."""
-    return [
-        c
-        for c in CLAUSES
-        if scenarios
-        and all(c in s.verdicts and s.verdicts[c].observed == "not-exercised" for s in scenarios)
-    ]
-
-
-def clause_counts(scenarios: list[ScenarioResult]) -> dict[str, ClauseCounts]:
-    """Each clause's outcomes over every repetition of every condition."""
-    counts: dict[str, dict[str, int]] = {
-        c: {"pass": 0, "fail": 0, "not-observed": 0, "not-exercised": 0} for c in CLAUSES
-    }
-    for s in scenarios:
-        for c in CLAUSES:
-            v = s.verdicts.get(c)
-            if v is not None:
-                counts[c][v.observed] += 1
-    return {
-        c: ClauseCounts(
-            passed=row["pass"],
-            failed=row["fail"],
-            not_observed=row["not-observed"],
-            not_exercised=row["not-exercised"],
-            total=len(scenarios),
-        )
-        for c, row in counts.items()
-    }
-
-
-def client_contract(results: list[ScenarioResult]) -> ClientContract:
-    """Did the candidate honour client contract v1 (docs/client-contract.md) in every
-    invocation: JSON event lines, a final completion event, exit status agreeing with it?"""
-    violations = [
-        ContractViolation(
-            condition=s.name,
-            repetition=s.repetition,
-            pass_name=p.collector,
-            invocation=inv.index,
-            problem=problem,
-        )
-        for s in results
-        for p in s.passes
-        for inv in p.invocations
-        for problem in [
-            *inv.claim.contract_violations,
-            *_lingering(inv.sandbox.lingering_count if inv.sandbox else 0),
-        ]
-    ]
-    return ClientContract(
-        honoured=not violations,
-        violations=tuple(violations[:50]),
-        violation_count=len(violations),
-    )
-
-
-def _lingering(count: int) -> list[str]:
-    """Contract v1: the client's work ends when it exits (nothing left running)."""
-    if not count:
-        return []
-    return [f"left {count} process(es) running after it exited (they were killed)"]
-
-
-def instrument_check(results: list[ScenarioResult]) -> InstrumentCheck:
-    """Did the lab catch the seeded defects here, with these collectors?"""
-    caught: dict[str, dict[str, str]] = {}
-    for s in results:
-        want = {"false-success": ("C1", "C6"), "unexpected-egress": ("C3",)}[s.name]
-        caught[s.name] = {c: s.verdicts[c].observed for c in want if c in s.verdicts}
-    ok = all(v == "fail" for row in caught.values() for v in row.values()) and len(caught) == 2
-    return InstrumentCheck(scenarios=CALIBRATION_SCENARIOS, caught=caught, ok=ok)
-
-
-def diagnostics(scenarios: list[ScenarioResult], size: int) -> tuple[DiagnosticRow, ...]:
-    """Unnecessary-work diagnostics from the traced passes (not timings)."""
-    rows: list[DiagnosticRow] = []
-    for s in scenarios:
-        for row in s.merged_invocations():
-            obs = row["observed"]
-            strace = obs.get("strace", {})
-            bpf = obs.get("bpftrace", {})
-            read = strace.get("source_bytes_read")
-            rows.append(
-                DiagnosticRow(
-                    condition=s.name,
-                    repetition=s.repetition,
-                    invocation=row["index"],
-                    source_bytes_read=read,
-                    read_ratio=None if read is None else round(read / size, 3),
-                    hash_file_calls=bpf.get("hash_calls"),
-                    cpu_s_untraced=row["client"]["cpu_s"],
-                    missing=tuple(sorted(k for k in ("strace", "bpftrace") if k not in obs)),
-                )
-            )
-    return tuple(rows)
-
-
 @dataclass(frozen=True)
 class EvaluationOutcome:
     """What an evaluation produced. When it was delegated to the lab image, only the exit
@@ -272,13 +159,20 @@ def execute(request: EvaluationRequest, *, say: Callable[[str], None]) -> Evalua
     if not given.exists():
         raise UsageError(f"{given}: no such file or directory; give the candidate's path.")
     frozen = freeze(conditions, size=request.size, repetitions=request.repetitions, limits=limits)
+    # a shard's units and ids are settled before anything is written or started
+    part = None if request.shard is None else plan_shard(request, conditions, frozen)
     prepared: Setup = setup(request.collector, request.packets, archive=True, say=say)
 
-    run_id = new_run_id("eval")
+    if part is not None:
+        run_id = part.run_id
+    else:
+        run_id = check_run_id(request.run_id) if request.run_id else new_run_id("eval")
     # a candidate is untrusted code: it only ever runs in the sandbox, judged or timed
     run_dir = open_run(prepared, request.out, run_id, sandbox="required")
     try:
-        return _evaluate(request, prepared, frozen, run_id, run_dir, conditions, calibration, say)
+        return _evaluate(
+            request, prepared, frozen, (run_id, part), run_dir, conditions, calibration, say
+        )
     finally:
         prepared.close()
 
@@ -287,18 +181,24 @@ def _evaluate(
     request: EvaluationRequest,
     prepared: Setup,
     frozen: FrozenEvaluation,
-    run_id: str,
+    ids: tuple[str, EvaluationShard | None],
     run_dir: Path,
     conditions: list[scenario.Scenario],
     calibration: list[scenario.Scenario],
     say: Callable[[str], None],
 ) -> EvaluationOutcome:
     given = request.path
+    run_id, part = ids
     frozen_json = json.dumps(frozen.to_dict(), indent=2, sort_keys=True) + "\n"
     (run_dir / "evaluation.json").write_text(frozen_json)
     say(
         f"Evaluation {frozen.evaluation_id} frozen before the candidate runs: "
         f"{run_dir / 'evaluation.json'}"
+        + (
+            f"; shard {part.spec} of run {part.frozen_id}: {len(part.units)} unit(s)"
+            if part is not None
+            else ""
+        )
     )
     started_epoch = time.time()
     log = procs.CommandLog(run_dir / "commands.jsonl", root=run_dir)
@@ -331,7 +231,13 @@ def _evaluate(
             record = Evaluation(frozen=frozen, candidate=candidate.describe(), status="fail")
             shutil.copyfile(candidate.binary, cand_dir / "candidate-client")
             evaluation, scenario_results = _judge(
-                request, record, candidate.binary, prepared, run_dir, conditions, calibration, say
+                request,
+                record,
+                candidate.binary,
+                prepared,
+                run_dir,
+                (conditions, calibration, part),
+                say,
             )
     result: RunResult = make_result(
         run_id=run_id,
@@ -352,6 +258,7 @@ def _evaluate(
         client=cand_dir / "candidate-client",
     )
     result.evaluation = evaluation
+    result.shard = None if part is None else part.record
     archive = finish(result, run_dir, signer=prepared.signer, started_epoch=started_epoch, say=say)
     return EvaluationOutcome(
         exit_status=0 if evaluation.status == "pass" else 1,
@@ -411,12 +318,12 @@ def _judge(
     binary: Path,
     prepared: Setup,
     run_dir: Path,
-    conditions: list[scenario.Scenario],
-    calibration: list[scenario.Scenario],
+    scenarios: tuple[list[scenario.Scenario], list[scenario.Scenario], EvaluationShard | None],
     say: Callable[[str], None],
 ) -> tuple[Evaluation, list[ScenarioResult]]:
-    """Check the instrument, then judge and time the built candidate; ``record`` (frozen
-    part and candidate) comes back completed with the judgement."""
+    """Check the instrument, then judge and time the built candidate (a shard: its units,
+    timed in shard 1 only); ``record`` (frozen part and candidate) comes back completed."""
+    conditions, calibration, part = scenarios
     check, cal_results = check_instrument(request, prepared, run_dir, calibration, say)
     if not check.ok:
         why = (
@@ -425,7 +332,17 @@ def _judge(
         )
         refused = replace(record, status="refused", status_reason=why, instrument_check=check)
         return refused, cal_results
-    judged, results = judge_built(request, record, binary, prepared, run_dir, conditions, say)
+    judged, results = judge_built(
+        request,
+        record,
+        binary,
+        prepared,
+        run_dir,
+        conditions,
+        say,
+        untimed=None if part is None else part.untimed,
+        units=None if part is None else part.units,
+    )
     return replace(judged, instrument_check=check), cal_results + results
 
 
@@ -438,14 +355,19 @@ def judge_built(
     conditions: list[scenario.Scenario],
     say: Callable[[str], None],
     *,
-    timed: bool = True,
+    untimed: str | None = None,
     timing_size: int | None = None,
+    units: list[tuple[str, int]] | None = None,
 ) -> tuple[Evaluation, list[ScenarioResult]]:
-    """Judge a built candidate under ``conditions`` × repetitions and time it untraced
-    against the baseline (``timed=False`` skips the timing: the baseline itself), at
-    ``timing_size`` bytes when given (a campaign's speed goal), else the judged size."""
+    """Judge a built candidate under ``conditions`` × repetitions (or only ``units``, a
+    shard's) and time it untraced against the baseline, unless ``untimed`` says why not (the
+    baseline itself, a shard other than the timing one), at ``timing_size`` bytes when given
+    (a campaign's speed goal), else the judged size."""
     seeded = REPO / "native" / "backup-client"
-    say(f"Judging the candidate: {len(conditions)} conditions × {request.repetitions} repetitions")
+    say(
+        f"Judging the candidate: {len(conditions)} conditions × {request.repetitions} repetitions"
+        + ("" if units is None else f", {len(units)} of them in this shard")
+    )
     plan = Plan(
         scenarios=conditions,
         passes=prepared.passes,
@@ -457,22 +379,17 @@ def judge_built(
         timeout_s=request.timeout_s,
         unavailable=prepared.skipped,
         seed="candidate",
+        units=units,
     )
     results = run_plan(plan, run_dir, prepared, say)
-    clauses = clause_counts(results)
-    contract = client_contract(results)
-    rows = diagnostics(results, request.size)
-    hung = sum(1 for s in results for p in s.passes for inv in p.invocations if inv.claim.timed_out)
+    hung = hung_invocations(results)
     timing_result: Timing | None = None
-    timing_skipped: str | None = None
-    if not timed:
-        timing_skipped = "not timed: this is the baseline itself"
+    timing_skipped: str | None = untimed
+    if untimed is not None:
+        say(f"Untraced timing skipped: {untimed}")
     elif hung:
         # a candidate that hangs would only spend the rounds waiting for its time limit
-        timing_skipped = (
-            f"not timed: the candidate reached the {request.timeout_s:g} s limit in {hung} "
-            "judged invocation(s), so its timing would measure the limit"
-        )
+        timing_skipped = hung_reason(hung, request.timeout_s)
         say(f"Untraced timing skipped: {timing_skipped}")
     else:
         say(
@@ -497,26 +414,10 @@ def judge_built(
                 sandbox=prepared.sandbox,
                 floor=reference.describe(),
             )
-    failed = failed_clauses(results)
-    reason: str | None = None
-    if failed:
-        reason = "; ".join(f"{c}: {why}" for c, why in failed.items()) + (
-            " (a clause passes only when it passed in every repetition that exercised it)"
-        )
-    unexercised = unexercised_clauses(results)
-    if unexercised:
-        note = (
-            f"{', '.join(unexercised)} not exercised by any condition: only what such a "
-            "verdict still checks (its reason says what) was checked"
-        )
-        reason = note if reason is None else f"{reason}; {note}"
-    judged = replace(
+    judged = conclude(
         record,
-        status="fail" if failed else "pass",
-        status_reason=reason,
-        clauses=clauses,
-        client_contract=contract,
-        diagnostics=rows,
+        results,
+        size=request.size,
         timing=timing_result,
         timing_skipped=timing_skipped,
     )

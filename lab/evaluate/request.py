@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from lab.run.shard import ShardSpec
+
 #: what the candidate is: a patch to native/, a source tree with a Makefile, an executable
 CandidateKind = Literal["patch", "source-dir", "binary"]
 #: the ``python -m lab evaluate`` option naming each kind of candidate
@@ -45,6 +47,11 @@ class EvaluationRequest:
     local: bool = False
     #: ``--json``: in the lab image too, so that its document comes back
     json: bool = False
+    #: judge only this shard's condition × repetition units (``--shard I/N``,
+    #: :mod:`lab.evaluate.shard`)
+    shard: ShardSpec | None = None
+    #: the run id; with ``shard``, the id every shard shares (derived when None)
+    run_id: str | None = None
 
     @property
     def flag(self) -> str:
@@ -63,4 +70,6 @@ class EvaluationRequest:
             "--timeout", str(self.timeout_s),
             "--out", out,
             *(["--json"] if self.json else []),
+            *(["--shard", str(self.shard)] if self.shard is not None else []),
+            *(["--run-id", self.run_id] if self.run_id else []),
         ]  # fmt: skip

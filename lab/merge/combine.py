@@ -22,13 +22,15 @@ import json
 import shutil
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from lab.evaluate.verdicts import CALIBRATION_SCENARIOS
 from lab.evidence.archive import PUBKEY
 from lab.judge import aggregate
+from lab.merge.evaluation import merged_evaluation, notes
 from lab.merge.shards import MergeError, ShardArchive, check_shards, open_shards
 from lab.model import RunResult
 from lab.run.orchestrate import finish
@@ -38,6 +40,13 @@ from lab.run.shard import RUN_ID
 SHARED = ("scenarios", "probes")
 #: files each shard's rows are concatenated into, tagged with the shard index
 CONCATENATED = ("timeline.jsonl", "commands.jsonl")
+#: an evaluation's records that are no unit's: shard 1's go where an unsharded evaluation
+#: keeps them (every shard's stay under shards/<I>/): the frozen record and the candidate
+#: (alike in every shard), and the instrument check's scenarios (shard 1's machine's)
+FROM_FIRST = ("evaluation.json", "candidate", *CALIBRATION_SCENARIOS, "campaign", "baseline")
+#: a campaign's units: every shard's agent runs (``repetitions/r<N>/``) go where an unsharded
+#: campaign keeps them
+CAMPAIGN_UNITS = "repetitions"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -138,9 +147,18 @@ def _copy_shard(s: ShardArchive, run_dir: Path, *, first: bool) -> dict[str, Any
                 shutil.copytree(entry, run_dir / entry.name)
         elif entry.name == PUBKEY:
             continue  # the trusted key; the merged run carries its own signer's
+        elif entry.name == CAMPAIGN_UNITS and s.run.campaign is not None and entry.is_dir():
+            for rep in s.run.campaign.repetitions:
+                src = entry / f"r{rep.index}"
+                if src.is_dir():
+                    shutil.copytree(src, run_dir / CAMPAIGN_UNITS / src.name)
         elif entry.is_dir():
             shutil.copytree(entry, own / entry.name)
+            if first and entry.name in FROM_FIRST:
+                shutil.copytree(entry, run_dir / entry.name)
         else:
+            if first and entry.name in FROM_FIRST:
+                shutil.copyfile(entry, run_dir / entry.name)
             shutil.copyfile(entry, own / entry.name)
             if entry.name in CONCATENATED:
                 _append_tagged(entry, run_dir / entry.name, s.spec.index)
@@ -149,7 +167,7 @@ def _copy_shard(s: ShardArchive, run_dir: Path, *, first: bool) -> dict[str, Any
         "index": s.spec.index,
         "count": s.spec.count,
         "run_id": s.run.run_id,
-        "units": [u.to_dict() for u in sorted(s.units)],
+        "units": [u.to_dict(str((s.run.shard or {}).get("unit"))) for u in sorted(s.units)],
         "archive": s.name,
         "sha256": s.sha256,
         "key_id": s.key_id,
@@ -160,6 +178,7 @@ def _copy_shard(s: ShardArchive, run_dir: Path, *, first: bool) -> dict[str, Any
         "in_container": env.get("in_container"),
         "calibrated": s.run.calibrated,
         "files": sorted(f"shards/{s.spec.index}/{p.name}" for p in own.iterdir()),
+        **notes(s),
     }
 
 
@@ -179,13 +198,8 @@ def _append_tagged(src: Path, dest: Path, index: int) -> None:
 
 def merged_result(shards: list[ShardArchive], records: list[dict[str, Any]]) -> RunResult:
     """One RunResult over every shard's repetitions, in unsharded order, aggregated by the
-    judges' own code."""
+    judges' own code (an evaluation's concluded by the evaluation's)."""
     first = shards[0].run
-    order = {name: i for i, name in enumerate(first.options.get("scenarios") or [])}
-    scenarios = sorted(
-        (sc for s in shards for sc in s.run.scenarios),
-        key=lambda sc: (order.get(sc.name, len(order)), sc.name, sc.repetition),
-    )
     result = RunResult(
         run_id=shards[0].frozen_id,
         started_at=min(s.run.started_at for s in shards),
@@ -193,10 +207,31 @@ def merged_result(shards: list[ShardArchive], records: list[dict[str, Any]]) -> 
         options=dict(first.options),
         observers=dict(first.observers),
         environment={**first.environment, "merged_from_shards": len(shards)},
-        scenarios=scenarios,
+        scenarios=[],
         shards=records,
     )
-    result.aggregate = aggregate.aggregate(scenarios)
+    if first.campaign is not None:
+        # its agent runs from every shard; its instrument check and baseline (judged
+        # scenarios and record) shard 1's, where an unsharded campaign keeps its own
+        runs = [r for s in shards if s.run.campaign for r in s.run.campaign.repetitions]
+        result.campaign = replace(first.campaign, repetitions=sorted(runs, key=lambda r: r.index))
+        result.scenarios = list(first.scenarios)
+        result.aggregate = aggregate.aggregate(result.scenarios)
+        return result
+    names = list(first.options.get("scenarios") or [])
+    # an evaluation's instrument check ran in every shard: shard 1's comes first, as in an
+    # unsharded evaluation; a run's scenarios are all units
+    checks = [sc for sc in first.scenarios if sc.name not in names]
+    judged = [sc for s in shards for sc in s.run.scenarios if sc.name in names]
+    order = {name: i for i, name in enumerate([*(sc.name for sc in checks), *names])}
+    result.scenarios = sorted(
+        checks + judged,
+        key=lambda sc: (order.get(sc.name, len(order)), sc.name, sc.repetition),
+    )
+    result.aggregate = aggregate.aggregate(result.scenarios)
+    if first.evaluation is not None:
+        units = [sc for sc in result.scenarios if sc.name in names]
+        result.evaluation = merged_evaluation(shards, units)
     return result
 
 

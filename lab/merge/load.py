@@ -19,6 +19,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, cast
 
+from lab.campaign.model import (
+    AgentRecord,
+    CampaignRecord,
+    PatchRecord,
+    RepetitionRecord,
+)
+from lab.campaign.model import (
+    Outcome as CampaignOutcome,
+)
 from lab.evaluate.model import Evaluation
 from lab.model import (
     ClientClaim,
@@ -193,11 +202,69 @@ def load_scenario(data: Mapping[str, Any]) -> ScenarioResult:
     )
 
 
+def load_repetition(data: Mapping[str, Any]) -> RepetitionRecord:
+    """One agent run of a campaign (``campaign.repetitions[]``)."""
+    agent, patch, evaluation = data["agent"], data.get("patch"), data.get("evaluation")
+    return RepetitionRecord(
+        index=int(data["index"]),
+        outcome=cast(CampaignOutcome, data["outcome"]),
+        reason=str(data["reason"]),
+        failed_clauses={str(c): str(w) for c, w in (data.get("failed_clauses_why") or {}).items()},
+        baseline_commit=str(data["baseline_commit"]),
+        agent=AgentRecord(
+            exit_status=agent.get("exit_status"),
+            timed_out=bool(agent["timed_out"]),
+            duration_s=float(agent["duration_s"]),
+            lingering_count=int(agent["lingering_count"]),
+            contained=bool(agent["contained"]),
+            sandbox_error=agent.get("sandbox_error"),
+            stdout_bytes=int(agent["stdout_bytes"]),
+            stderr_bytes=int(agent["stderr_bytes"]),
+        ),
+        patch=None
+        if patch is None
+        else PatchRecord(
+            sha256=str(patch["sha256"]),
+            bytes=int(patch["bytes"]),
+            files_changed=tuple(patch["files_changed"]),
+            outside_native=tuple(patch["outside_native"]),
+            native_empty=bool(patch["native_empty"]),
+            final_commit=patch.get("final_commit"),
+            bundle_sha256=patch.get("bundle_sha256"),
+            problem=patch.get("problem"),
+        ),
+        evaluation=None if evaluation is None else Evaluation.from_dict(evaluation),
+        timing_ratio=data.get("timing_ratio"),
+        speed_met=data.get("speed_met"),
+    )
+
+
+def load_campaign(data: Mapping[str, Any]) -> CampaignRecord:
+    """``results.json`` → ``campaign``; what ``to_dict`` derives (met, outcomes, clauses,
+    durations, the evidence map) is derived again."""
+    agent = _map(_get(data, "agent", "campaign"), "campaign.agent")
+    return CampaignRecord(
+        task=dict(data["task"]),
+        agent_command=str(agent["command"]),
+        agent_files={str(k): str(v) for k, v in (agent.get("files") or {}).items()},
+        agent_network=str(agent["network"]),
+        agent_env=tuple(agent.get("environment") or ()),
+        budget_s=float(agent["budget_s"]),
+        requested=int(data["requested"]),
+        required=int(data["required"]),
+        evaluation_id=str(data["evaluation_id"]),
+        evaluation_options=dict(data["evaluation_options"]),
+        instrument_check=dict(data["instrument_check"]),
+        baseline=dict(data["baseline"]),
+        repetitions=[load_repetition(_map(r, "repetition")) for r in data["repetitions"]],
+    )
+
+
 def load_run(document: Mapping[str, Any]) -> RunResult:
     """A whole ``results.json``; raises ``ValueError`` (or ``KeyError``/``TypeError``, which
     callers treat alike) when it is not one the lab wrote."""
     data = _map(document, "results.json")
-    evaluation = data.get("evaluation")
+    evaluation, campaign = data.get("evaluation"), data.get("campaign")
     return RunResult(
         run_id=str(_get(data, "run_id", "results")),
         started_at=str(_get(data, "started_at", "results")),
@@ -213,6 +280,7 @@ def load_run(document: Mapping[str, Any]) -> RunResult:
         scenarios=[load_scenario(_map(s, "scenario")) for s in data.get("scenarios") or []],
         aggregate=list(data.get("aggregate") or []),
         evaluation=None if evaluation is None else Evaluation.from_dict(evaluation),
+        campaign=None if campaign is None else load_campaign(_map(campaign, "campaign")),
         signing=dict(data.get("signing") or {}),
         shard=data.get("shard"),
         shards=list(data.get("shards") or []),

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lab.campaign.shard import UNIT_NAME as CAMPAIGN_UNIT
 from lab.errors import ArchiveError, LabError, SchemaError
 from lab.evidence.verify import VerificationError, verify_archive
 from lab.merge.load import load_run
@@ -105,7 +106,7 @@ def open_shard(path: Path, *, pubkey: Path, work: Path) -> ShardArchive:
     if run.shard is None:
         raise MergeError(
             f"{path.name} is not a shard (its results.json has no 'shard' record); merge "
-            "only the archives of 'python -m lab run --shard I/N'."
+            "only the archives of 'python -m lab run --shard I/N' (or 'evaluate --shard I/N')."
         )
     try:
         spec = ShardSpec(int(run.shard["index"]), int(run.shard["count"]))
@@ -159,6 +160,32 @@ def check_shards(shards: list[ShardArchive]) -> list[ShardArchive]:
     """The shards of one run, each once, in index order; their units exactly the run's."""
     one_run = "merge the shards of one run only (the same inputs, or the same --run-id)."
     _same(shards, "run id", lambda s: s.frozen_id, one_run)
+    _same(
+        shards,
+        "kind",
+        _kind,
+        "merge the shards of one 'lab run', 'lab evaluate' or 'lab campaign', never a mix.",
+    )
+    # one --run-id given to two evaluations: the frozen judgement or the candidate tells
+    _same(
+        shards,
+        "evaluation id",
+        _evaluation_id,
+        "merge the shards of one evaluation only (the same lab, contract, size, repetitions "
+        "and limits on every machine).",
+    )
+    _same(
+        shards,
+        "candidate",
+        lambda s: _candidate(s.run),
+        "merge the shards of one candidate only (the same patch, source tree or binary).",
+    )
+    _same(
+        shards,
+        "agent files",
+        lambda s: s.run.campaign.agent_files if s.run.campaign else None,
+        "give every shard of a campaign the same agent command and files.",
+    )
     _same(shards, "shard count", lambda s: s.spec.count, one_run)
     _same(
         shards,
@@ -176,7 +203,10 @@ def check_shards(shards: list[ShardArchive]) -> list[ShardArchive]:
         shards,
         "client digest",
         lambda s: s.run.environment.get("client_sha256"),
-        "run every shard with the same client binary.",
+        "build the candidate in the same lab image on every machine (its build must be "
+        "reproducible)."
+        if shards[0].run.evaluation is not None
+        else "run every shard with the same client binary.",
     )
     _same(
         shards,
@@ -206,17 +236,58 @@ def check_shards(shards: list[ShardArchive]) -> list[ShardArchive]:
             f"shard(s) {', '.join(missing)} of {count} of run {shards[0].frozen_id} are "
             "missing; give every shard's archive (or re-run the missing shards)."
         )
-    options = shards[0].run.options
-    every = work_units(list(options.get("scenarios") or []), int(options.get("repetitions", 1)))
+    names, repetitions, _ = _work(shards[0].run)
+    every = work_units(names, repetitions)
     for s in shards:
         expected = s.spec.select(every)
-        ran = sorted(Unit(r.name, r.repetition) for r in s.run.scenarios)
+        ran = _work(s.run)[2]
+        if not ran and _unjudged(s.run):
+            ran = expected  # refused by its instrument check, or nothing could be built
         if sorted(s.units) != expected or ran != expected:
             raise MergeError(
                 f"{s.name} holds units {_units(ran)} but shard {s.spec} of this run is "
-                f"{_units(expected)}; it was not made by 'lab run --shard', re-run that shard."
+                f"{_units(expected)}; it was not made by '--shard {s.spec}' of this run: "
+                "re-run that shard."
             )
     return [by_index[i] for i in sorted(by_index)]
+
+
+def _kind(s: ShardArchive) -> str:
+    if s.run.campaign is not None:
+        return "a campaign"
+    return "an evaluation" if s.run.evaluation is not None else "a run"
+
+
+def _evaluation_id(s: ShardArchive) -> str | None:
+    if s.run.campaign is not None:
+        return s.run.campaign.evaluation_id
+    return None if s.run.evaluation is None else s.run.evaluation.evaluation_id
+
+
+def _work(run: RunResult) -> tuple[list[str], int, list[Unit]]:
+    """The names and repetitions a run's work units are made of, and the units it holds: a
+    campaign's are its agent runs; an evaluation's instrument check is no unit of it."""
+    if run.campaign is not None:
+        ran = sorted(Unit(CAMPAIGN_UNIT, r.index) for r in run.campaign.repetitions)
+        return [CAMPAIGN_UNIT], int(run.options.get("agent_repetitions", 1)), ran
+    names = list(run.options.get("scenarios") or [])
+    ran = sorted(Unit(r.name, r.repetition) for r in run.scenarios if r.name in names)
+    return names, int(run.options.get("repetitions", 1)), ran
+
+
+def _candidate(run: RunResult) -> tuple[str, str] | None:
+    if run.evaluation is None:
+        return None
+    return (run.evaluation.candidate.kind, run.evaluation.candidate.input_sha256)
+
+
+def _unjudged(run: RunResult) -> bool:
+    """An evaluation shard that judged nothing, and said why in its status."""
+    return run.evaluation is not None and run.evaluation.status in (
+        "refused",
+        "build-failed",
+        "patch-failed",
+    )
 
 
 def _units(units: list[Unit]) -> str:

@@ -50,9 +50,11 @@ def shards_table(run: RunResult) -> Table:
         for r in run.shards
     ]
     units = sum(len(r.get("units") or []) for r in run.shards)
+    kind = "condition × repetition" if run.evaluation is not None else "scenario × repetition"
+    kind = "agent runs" if run.campaign is not None else kind
     notes = [
         f"This run was merged from {fmt(len(run.shards))} shard archives holding {fmt(units)} "
-        "units (scenario × repetition), each verified against the trusted key before it was "
+        f"units ({kind}), each verified against the trusted key before it was "
         "read; every verdict is the one its shard gave, and the aggregates count all "
         "repetitions. Each archive is a resolved dependency of this run's provenance, with "
         "its SHA-256.",
@@ -60,6 +62,28 @@ def shards_table(run: RunResult) -> Table:
         "timeline.jsonl and commands.jsonl hold every shard's rows, tagged with the shard, and "
         "shards/<I>/ keeps each shard's own signed records.",
     ]
+    if run.evaluation is not None:
+        notes.append(_evaluation_note(run.shards))
+    if run.campaign is not None:
+        notes.append(
+            "Every shard checked the instrument and judged the unchanged client (the baseline) "
+            "on its own machine before its agent runs; the campaign's are shard 1's. Each agent "
+            "run was judged and timed on its shard's machine, against the baseline alternated "
+            "there."
+        )
     return Table(
         ["shard", "archive", "SHA-256", "units", "shard run", "kernel", "ran"], rows, notes
+    )
+
+
+def _evaluation_note(records: list[dict[str, object]]) -> str:
+    """Where a merged evaluation's instrument check and timing come from."""
+    checked = [str(r.get("index")) for r in records if r.get("instrument_check_ok") is True]
+    timed = [str(r.get("index")) for r in records if r.get("timed") is True]
+    return (
+        "Every shard checked the instrument on its own machine before judging its units "
+        f"(caught the seeded defects in shard(s) {', '.join(checked) or 'none'}); the "
+        "evaluation's instrument check is shard 1's. The untraced timing rounds ran in "
+        f"shard(s) {', '.join(timed) or 'none'} only: one machine's alternated rounds give "
+        "the ratio."
     )

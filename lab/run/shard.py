@@ -1,10 +1,11 @@
 """Shards: a deterministic partition of a run's work units over N machines.
 
-A *unit* is one repetition of one scenario (``lab run``) or of one condition
-(``lab evaluate``). The units are sorted by name and repetition and unit ``i`` (from 0) goes
-to shard ``i mod N + 1``: no hash, no randomness, no clock, so every machine given the same
-inputs computes the same partition, and neighbouring repetitions of a scenario land on
-different machines (a slow scenario does not pile up on one shard).
+A *unit* is one repetition of one scenario (``lab run``), of one condition
+(``lab evaluate``) or of a campaign's agent (``lab campaign``). The units are sorted by name
+and repetition and unit ``i`` (from 0) goes to shard ``i mod N + 1``: no hash, no
+randomness, no clock, so every machine given the same inputs computes the same partition,
+and neighbouring repetitions of a scenario land on different machines (a slow scenario does
+not pile up on one shard).
 
     spec = ShardSpec.parse("2/3")
     units = work_units(["baseline", "hash-storm"], repetitions=3)   # 6 units, sorted

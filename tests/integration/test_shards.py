@@ -8,33 +8,19 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from lab.evidence.keys import generate_keypair
-from tests.conftest import ROOT
+from tests.integration.processes import lab
 
 pytestmark = pytest.mark.integration
 
 REPETITIONS = 3
 SHARDS = 3
 RUN = ["run", "--all", "--collector", "none", "--packets", "off"]
-
-
-def lab(
-    args: list[str], env: dict[str, str], timeout: float = 1800
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "lab", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 def verdicts(document: dict[str, Any]) -> list[tuple[str, int, dict[str, str], dict[str, int]]]:

@@ -16,17 +16,14 @@ import pytest
 
 from lab import __version__
 from lab._cli import main
-from lab.errors import ArchiveError
-from lab.evidence.archive import write_archive
 from lab.evidence.keys import generate_keypair
-from lab.evidence.provenance import ProvenanceInputs
 from lab.evidence.signing import Signer
 from lab.evidence.verify import verify_archive
 from lab.judge.aggregate import aggregate
 from lab.merge.combine import MergeRequest, merge
 from lab.model import RunResult
-from lab.run.orchestrate import write_results
 from lab.run.shard import ShardSpec, Unit, shard_record, shard_run_id, work_units
+from tests.unit.merge.shard_archives import pack_shard, refused
 from tests.unit.reports.reports_sample import build_sample_run
 
 Mutate = Callable[[RunResult], None]
@@ -49,27 +46,7 @@ def make_shard(
     run.shard = shard_record(spec, mine, run_id, "scenario")
     run.aggregate = aggregate(run.scenarios)
     mutate(run)
-    run_dir = out / run.run_id
-    (run_dir / "scenarios").mkdir(parents=True)
-    for name in whole_run().options["scenarios"]:
-        (run_dir / "scenarios" / f"{name}.yaml").write_text(f"name: {name}\n")
-    for s in run.scenarios:
-        unit = run_dir / s.name / f"r{s.repetition}"
-        unit.mkdir(parents=True)
-        (unit / "result.json").write_text(json.dumps(s.to_dict(), sort_keys=True))
-    (run_dir / "timeline.jsonl").write_text(json.dumps({"ts": 1, "source": "lab"}) + "\n")
-    write_results(run, run_dir)  # results.json and the results.schema.json it names
-    inputs = ProvenanceInputs(
-        run_id=run.run_id, started_on=run.started_at, finished_on=run.finished_at, scenarios=[]
-    )
-    return write_archive(run_dir, signer=signer, provenance_inputs=inputs, epoch=0).path
-
-
-@pytest.fixture
-def key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Signer, Path]:
-    paths = generate_keypair(tmp_path / "keys")
-    monkeypatch.setenv("LAB_SIGNING_KEY", str(paths.secret))
-    return Signer.from_file(paths.secret), paths.public
+    return pack_shard(run, out, signer, whole_run().options["scenarios"])
 
 
 def shards(tmp_path: Path, signer: Signer, count: int = 3, **kw: object) -> list[Path]:
@@ -77,17 +54,6 @@ def shards(tmp_path: Path, signer: Signer, count: int = 3, **kw: object) -> list
         make_shard(tmp_path / "s", signer, ShardSpec(i, count), **kw)  # type: ignore[arg-type]
         for i in range(1, count + 1)
     ]
-
-
-def refused(archives: list[Path], pubkey: Path, tmp_path: Path, *needles: str) -> str:
-    with pytest.raises(ArchiveError) as caught:
-        merge(MergeRequest(archives=archives, pubkey=pubkey, out=tmp_path / "m"), say=print)
-    message = str(caught.value)
-    for needle in needles:
-        assert needle in message
-    assert "\n" not in message and "Traceback" not in message
-    assert not (tmp_path / "m").exists() or not any((tmp_path / "m").iterdir())
-    return message
 
 
 def test_merge_equals_the_unsharded_run(tmp_path: Path, key: tuple[Signer, Path]) -> None:
