@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from lab.collectors.bpftrace import BpftraceSession
 from lab.model import ScenarioResult
 from lab.run.orchestrate import RunOutcome, RunRequest, execute
-from tests.conftest import ROOT
+from tests.conftest import ROOT, require
 
 pytestmark = pytest.mark.usefixtures("sandbox_ready")
 
@@ -150,6 +151,25 @@ def test_egress_by_any_route_fails_c3(
         # it could not signal the lab's processes (other user, other namespaces)
         assert not any(e.get("event") == "killed" for e in events(outcome))
         assert only(outcome).passes[0].error is None
+
+
+def test_a_32_bit_system_call_is_named_not_misread(
+    hostile: dict[str, Path], tmp_path: Path
+) -> None:
+    """A datagram sent through int 0x80 (the 32-bit table, where 102 is socketcall): the
+    kernel's own tracepoint and the capture still see it, and bpftrace says it cannot decode
+    those calls instead of reading them as 64-bit ones."""
+    status = BpftraceSession.probe()
+    require("bpftrace", status.available, status.reason)
+    outcome = run_hostile(hostile["compat-egress"], tmp_path, collector="bpftrace")
+    stdout = outcome.run_dir / "first-backup" / "r1" / "bpftrace" / "inv1" / "client.stdout"
+    assert '"event": "compat", "attack": "compat-egress", "detail": "sent"' in stdout.read_text()
+    got = only(outcome).verdicts["C3"]
+    assert got.observed == "fail", got.reason
+    assert "127.0.0.2" in got.reason
+    [traced] = [p for p in only(outcome).passes if p.collector == "bpftrace"]
+    spots = traced.invocations[0].observed["bpftrace"]["undecodable"]
+    assert any("32-bit system call" in spot for spot in spots), spots
 
 
 def test_a_daemon_that_outlives_the_client_is_recorded_and_killed(

@@ -361,6 +361,45 @@ static void other_loopback(const char *receiver)
     event("other-loopback", r == 0 ? "connected" : strerror(errno));
 }
 
+/* One UDP datagram through the 32-bit system call table (int 0x80, socketcall): the
+ * numbers differ from the 64-bit ones, so a tracer that keys on 64-bit numbers would read
+ * them as other calls, and the 32-bit ABI's pointers must lie below 4 GiB (MAP_32BIT). */
+static void compat_egress(void)
+{
+#if defined(__x86_64__)
+    unsigned char *low = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_32BIT, -1, 0);
+    if (low == MAP_FAILED) {
+        event("compat", strerror(errno));
+        return;
+    }
+    unsigned int *args = (unsigned int *)low;
+    struct sockaddr_in *to = (struct sockaddr_in *)(low + 64);
+    char *payload = (char *)(low + 128);
+    memcpy(payload, "compat\n", 7);
+    to->sin_family = AF_INET;
+    to->sin_port = htons(EGRESS_PORT);
+    inet_pton(AF_INET, EGRESS_HOST, &to->sin_addr);
+    long fd;
+    args[0] = AF_INET, args[1] = SOCK_DGRAM, args[2] = 0;
+    /* socketcall(SYS_SOCKET = 1, args): ia32 system call 102 */
+    __asm__ volatile("int $0x80" : "=a"(fd) : "a"(102L), "b"(1L), "c"(args) : "memory");
+    if (fd < 0) {
+        event("compat", strerror((int)-fd));
+        return;
+    }
+    args[0] = (unsigned int)fd, args[1] = (unsigned int)(unsigned long)payload, args[2] = 7;
+    args[3] = 0, args[4] = (unsigned int)(unsigned long)to, args[5] = sizeof *to;
+    long sent;
+    /* socketcall(SYS_SENDTO = 11, args) */
+    __asm__ volatile("int $0x80" : "=a"(sent) : "a"(102L), "b"(11L), "c"(args) : "memory");
+    close((int)fd);
+    event("compat", sent == 7 ? "sent" : strerror((int)-sent));
+#else
+    event("compat", "not an x86_64 build");
+#endif
+}
+
 static void fork_bomb(void)
 {
     long made = 0;
@@ -496,6 +535,8 @@ int main(int argc, char **argv)
         dns_lookup();
     if (IS("other-loopback"))
         other_loopback(receiver);
+    if (IS("compat-egress"))
+        compat_egress();
     if (IS("key-thief"))
         steal_key();
     if (IS("hang")) {
