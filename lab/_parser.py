@@ -145,7 +145,7 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     run.add_argument(
         "--jobs",
-        type=int,
+        type=_positive,
         default=None,
         metavar="N",
         help="run up to N untraced passes of different scenarios at once (default: the number "

@@ -202,7 +202,7 @@ class Runner:
         results: list[ScenarioResult] = []
         for n, ((chosen, rep), (first, t0, t1)) in enumerate(zip(units, ran, strict=True), 1):
             # recorded only when it really overlapped another pass, not merely could have
-            first.concurrent = any(a < t1 and t0 < b for a, b in spans if (a, b) != (t0, t1))
+            first.concurrent = any(a < t1 and t0 < b for a, b in spans[: n - 1] + spans[n:])
             result = self._new_result(chosen, rep)
             result.passes.append(first)
             rest = self.plan.passes[1:]

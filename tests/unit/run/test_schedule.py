@@ -254,3 +254,29 @@ def test_the_report_says_why_a_run_stayed_sequential() -> None:
     text = concurrency_statement(_run([[_pass("none", False)]], record))
     assert text.startswith("one pass at a time (--sandbox off")
     assert concurrency_statement(_run([[_pass("none", False)]], None)) == "one pass at a time"
+
+
+@pytest.mark.parametrize("jobs", [0, -1, 65])
+def test_a_jobs_count_out_of_range_is_refused_before_anything_is_written(
+    tmp_path: Path, jobs: int
+) -> None:
+    from lab.errors import UsageError
+    from lab.run.orchestrate import RunRequest, execute
+
+    client = tmp_path / "client"
+    client.write_bytes(b"#!/bin/sh\n")
+    client.chmod(0o755)
+    out = tmp_path / "out"
+    out.mkdir()
+    request = RunRequest(names=["baseline"], out=out, client=client, jobs=jobs)
+    with pytest.raises(UsageError, match=f"--jobs {jobs} must be between 1 and 64"):
+        execute(request, say=lambda _m: None)
+    assert list(out.iterdir()) == []
+
+
+def test_the_command_line_passes_jobs_through() -> None:
+    from lab._parser import build_parser
+
+    args = build_parser().parse_args(["run", "--all", "--jobs", "3"])
+    assert args.jobs == 3
+    assert build_parser().parse_args(["run", "--all"]).jobs is None  # the cores, decided later
