@@ -280,3 +280,12 @@ def test_the_command_line_passes_jobs_through() -> None:
     args = build_parser().parse_args(["run", "--all", "--jobs", "3"])
     assert args.jobs == 3
     assert build_parser().parse_args(["run", "--all"]).jobs is None  # the cores, decided later
+
+
+def test_overhead_figures_say_when_their_untraced_side_overlapped() -> None:
+    from lab.reports.scenario import overlap_note
+
+    overlapped = _run([[_pass("none", True), _pass("strace", False)]], None).scenarios
+    alone = _run([[_pass("none", False), _pass("strace", False)]], None).scenarios
+    assert "--jobs 1" in overlap_note(overlapped)[0]
+    assert overlap_note(alone) == []
