@@ -13,6 +13,12 @@ min/max, and the ratio of the second to the first) for:
 
     python benchmarks/time_to_evidence.py --base HEAD~5 --head HEAD --rounds 3 \
         --json benchmarks/time-to-evidence.json
+    # one commit, --jobs 1 against --jobs 2 (extra lab run arguments per side)
+    python benchmarks/time_to_evidence.py --base HEAD --head HEAD --skip-traced \
+        --base-args="--jobs 1" --head-args="--jobs 2" --rounds 5
+
+Every measured run's calibration is read back too: a faster run that stopped calibrating
+would not be evidence sooner, so the table counts the runs with an expectation not met.
 
 Alternating the checkouts round by round keeps slow drifts of the machine (page cache,
 thermal, a neighbour) from landing on one side only. Run it on an otherwise idle machine.
@@ -102,9 +108,16 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=1, help="unmeasured rounds first")
     parser.add_argument("--skip-traced", action="store_true", help="only the untraced mode")
     parser.add_argument("--json", type=Path, help="also write the table as JSON here")
+    parser.add_argument("--base-args", default="", help="extra lab run arguments, base side")
+    parser.add_argument("--head-args", default="", help="extra lab run arguments, head side")
     args = parser.parse_args()
+    extra = {"base": args.base_args.split(), "head": args.head_args.split()}
 
-    table: dict[str, Any] = {"base": args.base, "head": args.head, "rounds": args.rounds}
+    table: dict[str, Any] = {
+        "base": " ".join([args.base, *extra["base"]]),
+        "head": " ".join([args.head, *extra["head"]]),
+        "rounds": args.rounds,
+    }
     with tempfile.TemporaryDirectory(prefix="tte-") as tmp:
         trees = {
             side: checkout(rev, Path(tmp) / side)
@@ -116,16 +129,25 @@ def main() -> int:
                     continue
                 walls: dict[str, list[float]] = {"base": [], "head": []}
                 added: dict[str, list[float]] = {"base": [], "head": []}
+                uncalibrated: dict[str, int] = {"base": 0, "head": 0}
                 for round_ in range(args.warmup + args.rounds):
                     for side, tree in trees.items():
-                        wall, run_dir = one_run(tree, mode, Path(tmp) / "out" / side)
-                        print(f"  {name:20} {side:4} round {round_ + 1}: {wall:.2f} s", flush=True)
+                        out = Path(tmp) / "out" / side
+                        wall, run_dir = one_run(tree, [*mode, *extra[side]], out)
+                        results = json.loads((run_dir / "results.json").read_text())
+                        not_met = results["calibration"].get("not_met", 0)
+                        print(
+                            f"  {name:20} {side:4} round {round_ + 1}: {wall:.2f} s"
+                            + (f", {not_met} expectation(s) NOT MET" if not_met else ""),
+                            flush=True,
+                        )
                         if round_ < args.warmup:
                             continue
                         walls[side].append(wall)
-                        results = json.loads((run_dir / "results.json").read_text())
+                        uncalibrated[side] += bool(not_met)
                         added[side].extend(bpftrace_added_ms(results))
                 row: dict[str, Any] = {side: summary(v) for side, v in walls.items()}
+                row["runs_not_calibrated"] = uncalibrated
                 b, h = row["base"]["median"], row["head"]["median"]
                 row["ratio_head_to_base"] = round(h / b, 3) if b and h else None
                 table[name] = row

@@ -43,6 +43,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         sandbox=args.sandbox,
         shard=args.shard,
         run_id=args.run_id,
+        jobs=args.jobs,
     )
     outcome = execute(request, say=lambda msg: human.print(msg, highlight=False))
     status = 0 if outcome.result.calibrated else 1

@@ -161,6 +161,15 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "refuses to start without it; off: the client runs as this user, uncontained, and the "
         "clauses it could forge (C1, C3, C5, C6) cannot pass",
     )
+    run.add_argument(
+        "--jobs",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="run up to N untraced passes of different scenarios at once (default: the number "
+        "of cores; 1: one pass at a time); traced passes and passes with a packet capture "
+        "always run alone, and the report says which passes overlapped",
+    )
     _add_shard(run, "scenario × repetition")
     run.add_argument(
         "--json",

@@ -350,6 +350,8 @@ class RunResult:
     shards: list[dict[str, Any]] = field(default_factory=list)
     #: an interrupted run (lab.run.interrupt): ``{"reason": ...}``; never signed or packed
     incomplete: dict[str, Any] | None = None
+    #: ``--jobs N``: passes asked and run at once, which ran beside another (lab.run.schedule)
+    concurrency: dict[str, Any] | None = None
 
     @property
     def calibration(self) -> Calibration:
@@ -375,6 +377,8 @@ class RunResult:
             sharding["campaign"] = self.campaign.to_dict()
         if self.incomplete is not None:
             sharding["incomplete"] = self.incomplete
+        if self.concurrency is not None:
+            sharding["concurrency"] = self.concurrency
         return {
             **sharding,
             "schema_version": SCHEMA_VERSION,

@@ -279,6 +279,9 @@ class Pass:
     sandboxed: bool = True
     #: the pass's network namespace, when sandboxed
     netns: str | None = None
+    #: the pass ran while another pass was running (``--jobs N``, lab.run.schedule): its
+    #: wall and CPU figures were measured beside it
+    concurrent: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -286,6 +289,7 @@ class Pass:
             "skipped": self.skipped,
             "sandboxed": self.sandboxed,
             "netns": self.netns,
+            "concurrent": self.concurrent,
             "receiver_address": self.receiver_address,
             "decoy_address": self.decoy_address,
             "preload_sha256": self.preload_sha256,

@@ -161,6 +161,7 @@ def load_pass(data: Mapping[str, Any]) -> Pass:
         skipped=data.get("skipped"),
         sandboxed=bool(data.get("sandboxed", True)),
         netns=data.get("netns"),
+        concurrent=bool(data.get("concurrent", False)),
     )
 
 
@@ -284,4 +285,5 @@ def load_run(document: Mapping[str, Any]) -> RunResult:
         signing=dict(data.get("signing") or {}),
         shard=data.get("shard"),
         shards=list(data.get("shards") or []),
+        concurrency=data.get("concurrency"),
     )

@@ -22,6 +22,7 @@ from reportlab.pdfbase.pdfmetrics import stringWidth
 
 from lab.model import PROCESS_COLLECTORS, Overhead, RunResult, ScenarioResult
 from lab.reports import fonts
+from lab.reports.scenario import overlap_note
 from lab.reports.symbols import SymbolBar, symbol_bars
 
 Unit = Literal["bytes", "count", "ratio", "pct"]
@@ -235,7 +236,7 @@ def overhead_charts(run: RunResult) -> list[BarChart]:
                     "indication of how much each tracer changes execution, not a benchmark "
                     "(see benchmarks/ for medians)."
                 ),
-                notes=_repetition_note(run),
+                notes=_repetition_note(run) + overlap_note(scenarios),
             )
         )
     return charts

@@ -16,6 +16,8 @@ from rich.table import Table
 from lab.evidence.checks import VerifyReport
 from lab.evidence.selftest import SelftestCase
 from lab.model import CLAUSES, OBSERVERS, RunResult, Verdict
+from lab.reports.run import concurrency_statement
+from lab.reports.table import sentence
 
 _STYLE = {"pass": "green", "fail": "red", "not-observed": "yellow", "not-exercised": "cyan"}
 
@@ -138,6 +140,7 @@ def print_summary(run: RunResult, console: Console) -> None:
             "One repetition per scenario: this demonstrates capability, not reliability "
             "(use --repetitions N, N >= 3)."
         )
+    console.print(sentence(f"Passes at once: {concurrency_statement(run)}"), highlight=False)
     for name, status in sorted(run.observers.items()):
         if not status.available and status.detail.get("probed", True):
             console.print(f"[yellow]{name} unavailable:[/] {status.reason}")

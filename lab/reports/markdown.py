@@ -55,6 +55,7 @@ from lab.reports.run import (
     calibration_statement,
     collectors_unavailable,
     collectors_used,
+    concurrency_statement,
     identity_rows,
     matrix_cell,
     observer_table,
@@ -219,6 +220,8 @@ def _observers(run: RunResult) -> list[str]:
         sentence(f"Collectors used: {collectors_used(run)}"),
         "",
         sentence(f"Unavailable: {collectors_unavailable(run)}"),
+        "",
+        sentence(f"Passes at once: {concurrency_statement(run)}"),
         "",
     ]
     return lines + _table(observer_table(run))

@@ -87,6 +87,7 @@ from lab.reports.run import (
     clause_name,
     collectors_unavailable,
     collectors_used,
+    concurrency_statement,
     identity_rows,
     observer_table,
     run_name,
@@ -323,6 +324,7 @@ def _observers(run: RunResult) -> list[Flowable]:
         heading("Observers", 0),
         para(sentence(f"Collectors used: {collectors_used(run)}"), "body"),
         para(sentence(f"Unavailable: {collectors_unavailable(run)}"), "body"),
+        para(sentence(f"Passes at once: {concurrency_statement(run)}"), "body"),
     ]
     flow += table_flow(observer_table(run), [55, 65, 150, WIDTH - 270])
     return flow

@@ -176,6 +176,7 @@ def identity_rows(run: RunResult) -> list[tuple[str, str]]:
         rows += _value_rows(key.replace("_", " "), env[key])
     rows.append(("collectors used", collectors_used(run)))
     rows.append(("collectors unavailable", collectors_unavailable(run)))
+    rows.append(("passes at once", concurrency_statement(run)))
     for key in sorted(run.options):
         rows += _value_rows(f"option {key}", run.options[key])
     rows.append(("signing key id", signing_key_text(run.signing)))
@@ -239,6 +240,34 @@ def collectors_used(run: RunResult) -> str:
     )
     text = ", ".join(words)
     return text + ("; packet capture beside the passes" if captured else "; no packet capture")
+
+
+def concurrency_statement(run: RunResult) -> str:
+    """Which passes ran beside another one (``--jobs N``, lab.run.schedule), and so had their
+    wall and CPU times measured while another pass shared the cores."""
+    record = run.concurrency or {}
+    overlapped = [
+        f"{scenario_label(s, run)} ({p.collector})"
+        for s in run.scenarios
+        for p in s.passes
+        if p.concurrent
+    ]
+    if not overlapped:
+        why = record.get("why_sequential")
+        return f"one pass at a time ({why})" if why else "one pass at a time"
+    untraced = sum(1 for s in run.scenarios for p in s.passes if p.collector == "none")
+    which = (
+        f"the untraced pass of all {fmt(untraced)} scenario repetitions"
+        if len(overlapped) == untraced and all(o.endswith("(none)") for o in overlapped)
+        else ", ".join(overlapped)
+    )
+    jobs = record.get("jobs")
+    at_once = f"up to {jobs} at a time (--jobs {jobs})" if jobs else "several at a time"
+    return (
+        f"{fmt(len(overlapped))} passes ran beside another pass, {at_once}: {which}; their "
+        "wall and CPU times were measured while another pass shared the cores. Traced passes, "
+        "passes with a packet capture and timing rounds always run alone"
+    )
 
 
 def collectors_unavailable(run: RunResult) -> str:

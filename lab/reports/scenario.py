@@ -243,6 +243,17 @@ def pass_table(scenario: ScenarioResult) -> Table:
     return Table(header, rows)
 
 
+def overlap_note(scenarios: Iterable[ScenarioResult]) -> list[str]:
+    """A note for tracing-overhead figures whose untraced side ran beside another pass."""
+    if not any(p.concurrent for s in scenarios for p in s.passes if p.collector == "none"):
+        return []
+    return [
+        "The untraced pass ran beside another pass (--jobs): the untraced client times these "
+        "ratios divide by were measured with another pass on the cores, so the ratios are "
+        "indications at best; rerun with --jobs 1 for them."
+    ]
+
+
 def overhead_table(s: ScenarioResult) -> Table | None:
     """The model's tracing-overhead figures for one scenario (``ScenarioResult.overhead``)."""
     overhead = s.overhead()
@@ -263,6 +274,7 @@ def overhead_table(s: ScenarioResult) -> Table | None:
         rows,
         [
             "Traced command / untraced client time over the invocations of each pass "
-            "(the tracer's start-up and its own CPU included)."
+            "(the tracer's start-up and its own CPU included).",
+            *overlap_note([s]),
         ],
     )

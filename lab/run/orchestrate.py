@@ -27,10 +27,10 @@ from lab.host import identity
 from lab.host.clock import epoch_to_rfc3339, now_rfc3339
 from lab.judge import aggregate, calibration, contract
 from lab.model import PROCESS_COLLECTORS, ObserverStatus, RunResult, ScenarioResult
-from lab.run import scenario, shard
+from lab.run import scenario, schedule, shard
 from lab.run.fixture import sha256_file
 from lab.run.interrupt import mark_interrupted, signal_name
-from lab.run.options import check_run_options
+from lab.run.options import check_count, check_run_options
 from lab.run.plan import Plan
 from lab.run.runner import Runner
 from lab.sandbox import Sandbox, SandboxSettings
@@ -64,6 +64,8 @@ class RunRequest:
     #: run only this shard's units (``--shard I/N``); ``run_id`` is then the frozen id that
     #: every shard shares (derived from the inputs when None)
     shard: shard.ShardSpec | None = None
+    #: ``--jobs N``: untraced passes run at once (None: the number of cores; lab.run.schedule)
+    jobs: int | None = None
 
 
 @dataclass
@@ -268,6 +270,8 @@ def execute(request: RunRequest, *, say: Callable[[str], None]) -> RunOutcome:
         out=request.out,
         client=client,
     )
+    jobs = schedule.default_jobs() if request.jobs is None else request.jobs
+    check_count(jobs, "--jobs", schedule.MAX_JOBS)
     scenarios_dir = request.scenarios_dir or REPO / "scenarios"
     chosen = scenario.select(scenarios_dir, request.names, request.everything)
     prepared = setup(request.collector, request.packets, archive=request.archive, say=say)
@@ -286,6 +290,12 @@ def execute(request: RunRequest, *, say: Callable[[str], None]) -> RunOutcome:
         )
     _copy_inputs(run_dir, chosen, REPO / "probes")
     started_epoch = time.time()
+    concurrency = schedule.decide(
+        jobs,
+        sandboxed=prepared.sandbox is not None,
+        client_kind=request.client_kind,
+        captured=request.packets != "off" and prepared.observers["packets"].available,
+    )
     plan = Plan(
         scenarios=chosen,
         passes=prepared.passes,
@@ -297,11 +307,13 @@ def execute(request: RunRequest, *, say: Callable[[str], None]) -> RunOutcome:
         timeout_s=request.timeout_s,
         unavailable=prepared.skipped,
         units=units,
+        jobs=concurrency.jobs,
     )
     say(
         f"Run {run_id}: {len(chosen)} scenario(s) × {request.repetitions} repetition(s)"
         + (f", shard {request.shard}: {len(units or [])} of them" if request.shard else "")
-        + f"; passes: {', '.join(prepared.passes)}; packets: {request.packets}"
+        + f"; passes: {', '.join(prepared.passes)}; packets: {request.packets}; "
+        + concurrency.sentence()
     )
     result: RunResult | None = None
     stage = "during the passes"
@@ -312,6 +324,8 @@ def execute(request: RunRequest, *, say: Callable[[str], None]) -> RunOutcome:
             request, chosen, run_id, started_epoch, prepared, scenario_results, client
         )
         result.shard = shard_record
+        overlapped = sum(p.concurrent for s in scenario_results for p in s.passes)
+        result.concurrency = concurrency.to_dict(overlapped)
         prepared.close()
         stage = "while the reports were written or the archive signed"
         archive = finish(

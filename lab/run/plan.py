@@ -33,3 +33,5 @@ class Plan:
     #: run only these (scenario, repetition) units, in this order (a shard: lab.run.shard);
     #: None runs every scenario × repetition
     units: list[tuple[str, int]] | None = None
+    #: untraced passes run at once (lab.run.schedule decides it; 1: strictly sequential)
+    jobs: int = 1

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -55,6 +56,7 @@ from lab.run.invocation import (
 )
 from lab.run.plan import Plan
 from lab.run.scenario import Scenario
+from lab.run.schedule import Cancelled, run_ordered
 from lab.sandbox import Sandbox
 
 Progress = Callable[[str], None]
@@ -80,6 +82,10 @@ class Runner:
         self.timeline_path = run_dir / "timeline.jsonl"
         #: scenario name -> why its remaining passes are skipped (it timed out)
         self.skipping: dict[str, str] = {}
+        #: set when the run is stopping (an error or an interrupt while passes overlap):
+        #: no pass or invocation starts after it
+        self.cancelled = threading.Event()
+        self._timeline_lock = threading.Lock()
         # Several runners may share a run directory (an evaluation's instrument check, then
         # the candidate): keep what an earlier one wrote.
         self._timeline: list[dict[str, Any]] = []
@@ -106,10 +112,11 @@ class Runner:
         self._timeline.append({"ts": ts, "clock": clock, "source": source, **fields})
 
     def flush_timeline(self) -> None:
-        rows = sorted(self._timeline, key=lambda r: (r["ts"], r["source"]))
-        with open(self.timeline_path, "w", encoding="utf-8") as fh:
-            for row in rows:
-                fh.write(json.dumps(row, sort_keys=True) + "\n")
+        with self._timeline_lock:
+            rows = sorted(self._timeline, key=lambda r: (r["ts"], r["source"]))
+            with open(self.timeline_path, "w", encoding="utf-8") as fh:
+                for row in rows:
+                    fh.write(json.dumps(row, sort_keys=True) + "\n")
 
     # -- execution -------------------------------------------------------------------------
 
@@ -122,40 +129,100 @@ class Runner:
 
     def run(self) -> list[ScenarioResult]:
         self.check_client()
-        results: list[ScenarioResult] = []
         by_name = {s.name: s for s in self.plan.scenarios}
-        units = self.plan.units or [
-            (s.name, rep)
-            for s in self.plan.scenarios
-            for rep in range(1, self.plan.repetitions + 1)
-        ]
-        for n, (name, rep) in enumerate(units, start=1):
-            self.progress(f"[{n}/{len(units)}] {name} (repetition {rep})")
-            results.append(self.run_scenario(by_name[name], rep))
+        reps = range(1, self.plan.repetitions + 1)
+        named = self.plan.units or [(s.name, r) for s in self.plan.scenarios for r in reps]
+        units = [(by_name[name], rep) for name, rep in named]
+        if self.plan.jobs > 1 and len(units) > 1 and self.plan.passes[:1] == ["none"]:
+            return self._run_overlapping(units)
+        results: list[ScenarioResult] = []
+        for n, (chosen, rep) in enumerate(units, start=1):
+            self.progress(f"[{n}/{len(units)}] {chosen.name} (repetition {rep})")
+            results.append(self.run_scenario(chosen, rep))
         return results
 
-    def run_scenario(self, scenario: Scenario, rep: int) -> ScenarioResult:
-        t0 = time.monotonic()
-        base = self.run_dir / scenario.name / f"r{rep}"
-        result = ScenarioResult(
+    def _new_result(self, scenario: Scenario, rep: int) -> ScenarioResult:
+        return ScenarioResult(
             name=scenario.name,
             repetition=rep,
             description=scenario.description,
             scenario_file=f"scenarios/{scenario.path.name}",
             passes=[],
         )
-        seed = f"{self.plan.seed}:{scenario.name}:r{rep}"
-        for collector_name in self.plan.passes:
-            self.progress(f"    pass {collector_name}")
-            result.passes.append(self.run_pass(scenario, rep, collector_name, base, seed))
+
+    def _base(self, scenario: Scenario, rep: int) -> Path:
+        return self.run_dir / scenario.name / f"r{rep}"
+
+    def _seed(self, scenario: Scenario, rep: int) -> str:
+        return f"{self.plan.seed}:{scenario.name}:r{rep}"
+
+    def _finish_result(self, result: ScenarioResult) -> None:
         # Only the untraced pass failing means the scenario did not execute; a tracer's
         # failure is recorded in its pass and in each invocation's "missing" reasons.
         result.error = next(
             (p.error for p in result.passes if p.error and p.collector == "none"), None
         )
-        result.wall_s = time.monotonic() - t0
         self.flush_timeline()
+
+    def run_scenario(self, scenario: Scenario, rep: int) -> ScenarioResult:
+        t0 = time.monotonic()
+        result = self._new_result(scenario, rep)
+        base, seed = self._base(scenario, rep), self._seed(scenario, rep)
+        for collector_name in self.plan.passes:
+            self.progress(f"    pass {collector_name}")
+            result.passes.append(self.run_pass(scenario, rep, collector_name, base, seed))
+        result.wall_s = time.monotonic() - t0
+        self._finish_result(result)
         return result
+
+    def _run_overlapping(self, units: list[tuple[Scenario, int]]) -> list[ScenarioResult]:
+        """``--jobs N`` (lab.run.schedule): the untraced pass of every unit, up to N at a
+        time, then every other pass one at a time, alone, unit by unit in the sequential
+        order. A unit's passes keep their order, and the untraced pass still runs first
+        (a time-out in it skips the unit's traced passes, as sequentially)."""
+        total = len(units)
+        finished: list[int] = []
+
+        def work(unit: tuple[Scenario, int]) -> tuple[Pass, float, float]:
+            chosen, rep = unit
+            t0 = time.monotonic()
+            p = self.run_pass(chosen, rep, "none", self._base(chosen, rep), self._seed(chosen, rep))
+            return p, t0, time.monotonic()
+
+        def done(index: int, ran: tuple[Pass, float, float]) -> None:
+            finished.append(index)
+            chosen, rep = units[index]
+            self.progress(
+                f"[{len(finished)}/{total}] {chosen.name} (repetition {rep}): pass none "
+                f"done in {ran[0].wall_s:.2f} s (up to {self.plan.jobs} passes at a time)"
+            )
+
+        ran = run_ordered(units, work, jobs=self.plan.jobs, done=done, abort=self.abort)
+        spans = [(t0, t1) for _, t0, t1 in ran]
+        results: list[ScenarioResult] = []
+        for n, ((chosen, rep), (first, t0, t1)) in enumerate(zip(units, ran, strict=True), 1):
+            # recorded only when it really overlapped another pass, not merely could have
+            first.concurrent = any(a < t1 and t0 < b for a, b in spans[: n - 1] + spans[n:])
+            result = self._new_result(chosen, rep)
+            result.passes.append(first)
+            rest = self.plan.passes[1:]
+            if rest:
+                self.progress(f"[{n}/{total}] {chosen.name} (repetition {rep})")
+            for collector_name in rest:
+                self.progress(f"    pass {collector_name}")
+                base, seed = self._base(chosen, rep), self._seed(chosen, rep)
+                result.passes.append(self.run_pass(chosen, rep, collector_name, base, seed))
+            # the time its passes took, each measured on its own (they did not run back to back)
+            result.wall_s = sum(p.wall_s for p in result.passes)
+            self._finish_result(result)
+            results.append(result)
+        return results
+
+    def abort(self) -> None:
+        """Stop overlapping passes: none starts after this, every running process is stopped
+        (the workers then close their own cells, cgroups and namespaces)."""
+        self.cancelled.set()
+        procs.stop_all(grace_s=0.5)
 
     @contextlib.contextmanager
     def _cell(self, tag: str, invocations: int) -> Iterator[Any]:
@@ -177,6 +244,8 @@ class Runner:
         # bulky state (the source file, the receiver's store) lives in the pass's scratch
         # directory, removed after the pass: the backup check has recorded its digests,
         # and the source can be regenerated from its seed (lab.run.fixture).
+        if self.cancelled.is_set():
+            raise Cancelled("the run is stopping")
         evidence = base / collector_name
         evidence.mkdir(parents=True, exist_ok=True)
         skipped = self.skipping.get(scenario.name)
@@ -259,6 +328,8 @@ class Runner:
                     else None
                 )
                 for window in windows if p.error is None else []:
+                    if self.cancelled.is_set():
+                        raise Cancelled("the run is stopping")
                     rx.invocation = decoy.invocation = window.index
                     if window.index in scenario.source_changes:
                         changed = fixture.source_bytes(f"{seed}/v{window.index}", self.plan.size)

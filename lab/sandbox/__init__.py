@@ -24,6 +24,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,6 +84,9 @@ class Sandbox:
         self.log = log
         self.masked = tuple(p.resolve() for p in masked)
         self._passes = 0
+        # passes may open their cells from several threads (--jobs N): the counter that
+        # makes each cell's namespace and cgroup names unique must not hand one out twice
+        self._passes_lock = threading.Lock()
 
     @classmethod
     def open(
@@ -131,8 +135,10 @@ class Sandbox:
 
     @contextlib.contextmanager
     def pass_cell(self, tag: str, *, client: Path, invocations: int) -> Iterator[PassCell]:
-        self._passes += 1
-        cell = PassCell(self, f"{self._passes}-{tag}", client=client, invocations=invocations)
+        with self._passes_lock:
+            self._passes += 1
+            number = self._passes
+        cell = PassCell(self, f"{number}-{tag}", client=client, invocations=invocations)
         try:
             cell.open()
             yield cell

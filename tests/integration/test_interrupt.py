@@ -59,13 +59,30 @@ def survivors(session: int, before: set[int], out: Path) -> list[str]:
 def test_sigterm_mid_pass_stops_everything_and_marks_the_run(client: Path, tmp_path: Path) -> None:
     status = StraceCollector.probe()
     require("strace", status.available, status.reason)
+    # the first traced pass (traced passes run alone, after the overlapping untraced ones)
+    interrupt(LAB_RUN, "    pass ", 1.0, tmp_path)
+
+
+def test_sigterm_while_passes_overlap_stops_every_one(client: Path, tmp_path: Path) -> None:
+    """--jobs 2: SIGTERM as the first untraced pass finishes, others still running (three
+    repetitions keep the overlapping phase going for seconds)."""
+    argv = [*LAB_RUN[:-4], "--collector", "none", "--packets", "off", "--jobs", "2"]
+    pid = interrupt([*argv, "--repetitions", "3"], "pass none done in", 0.0, tmp_path)
+    # every overlapping pass closed its own cell: no namespace of this lab is left
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
+    assert f"lab-{pid}-" not in namespaces.stdout, namespaces.stdout
+
+
+def interrupt(argv: list[str], marker: str, wait_s: float, tmp_path: Path) -> int:
+    """Start ``argv`` with ``--out``, SIGTERM it ``wait_s`` after ``marker`` appears in its
+    output, check everything an interrupted run promises; return the lab's pid."""
     out = tmp_path / "out"
     before = {pid for pid, *_ in processes()}
     assert survivors(-1, before, out) == [], "the sandbox's user has processes already"
     stdout, stderr = tmp_path / "stdout", tmp_path / "stderr"
     with open(stdout, "w") as so, open(stderr, "w") as se:
         proc = subprocess.Popen(
-            [*LAB_RUN, "--out", str(out)],
+            [*argv, "--out", str(out)],
             cwd=ROOT,
             stdout=so,
             stderr=se,
@@ -73,11 +90,11 @@ def test_sigterm_mid_pass_stops_everything_and_marks_the_run(client: Path, tmp_p
         )
         try:
             deadline = time.monotonic() + 120
-            while "    pass " not in stdout.read_text() + stderr.read_text():
+            while marker not in stdout.read_text() + stderr.read_text():
                 assert proc.poll() is None, stderr.read_text()
                 assert time.monotonic() < deadline, "the first pass never started"
-                time.sleep(0.1)
-            time.sleep(1.0)  # inside the pass: the client and its strace are running
+                time.sleep(0.05)
+            time.sleep(wait_s)  # inside the pass: the client (and its tracer) are running
             proc.send_signal(signal.SIGTERM)
             code = proc.wait(timeout=90)
         finally:
@@ -96,3 +113,4 @@ def test_sigterm_mid_pass_stops_everything_and_marks_the_run(client: Path, tmp_p
     assert not list(out.glob("*.tar.gz*"))
     time.sleep(5)
     assert survivors(proc.pid, before, out) == [], "a process outlived the interrupted lab"
+    return proc.pid

@@ -16,8 +16,15 @@ from lab.run.orchestrate import RunRequest, execute
 def results(client: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("artifacts")
     outcome = execute(
+        # --jobs 1: the sequential path end to end (tests/integration/test_jobs.py: --jobs 2)
         RunRequest(
-            everything=True, collector="none", packets="off", out=out, client=client, archive=False
+            everything=True,
+            collector="none",
+            packets="off",
+            out=out,
+            client=client,
+            archive=False,
+            jobs=1,
         ),
         say=lambda _m: None,
     )

@@ -1,0 +1,146 @@
+"""``--jobs N``: which passes of a run may run at the same time, and running them so.
+
+Passes of different scenarios share no state: each has its own network namespace (named
+with a per-run counter), scratch directory (box, store, home, tmp from ``mkdtemp``),
+invocation cgroups named after the pass, receiver and decoy (their own listening sockets,
+threads and records file) and evidence directory. What they do share is the machine: its
+cores and the lab's own process. So only passes that no observer watches may overlap:
+
+* the **untraced** pass (``none``) of different scenario repetitions, when it carries no
+  packet capture, runs up to N at a time;
+* traced passes (strace, perf, bpftrace) and any pass with a packet capture run one at a
+  time, alone: CPU contention on a shared core would perturb the figures their tracers
+  time and the capture's drop count, and bpftrace attaches kernel-wide probes;
+* timing rounds (``lab evaluate``'s timing, the instrument floor) never go through here:
+  they are sequential by construction (``lab.evaluate.timing``);
+* with ``--sandbox off`` the passes would share the host's loopback, and a candidate
+  client is untrusted (it could exhaust the file descriptors or threads the lab process
+  shares between passes): both run one pass at a time, and the record says why.
+
+    decision = decide(2, sandboxed=True, client_kind="seeded", captured=False)
+    decision.jobs, decision.overlaps("none"), decision.overlaps("strace")   # 2, True, False
+    results = run_ordered(items, work, jobs=2, done=show, abort=stop_everything)
+
+``run_ordered`` returns results in the order of ``items`` whatever order they finish in,
+so ``results.json`` lists scenarios exactly as a sequential run does.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import contextlib
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: the passes that may overlap: those no tracer observes
+OVERLAPPING = ("none",)
+#: the most passes a run may overlap (more than the cores only adds contention)
+MAX_JOBS = 64
+
+
+class Cancelled(Exception):
+    """Raised in a worker that was about to start a pass or an invocation after ``abort``."""
+
+
+def default_jobs() -> int:
+    """The number of cores, the default of ``--jobs``."""
+    return max(1, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class Concurrency:
+    """What ``--jobs`` asked for and what the run does with it."""
+
+    requested: int
+    #: passes run at once (1: strictly sequential, today's behaviour)
+    jobs: int
+    #: why the run is sequential although more was asked for; None otherwise
+    why_sequential: str | None = None
+
+    def overlaps(self, collector: str) -> bool:
+        """Whether a pass under ``collector`` may run beside another one."""
+        return self.jobs > 1 and collector in OVERLAPPING
+
+    def sentence(self) -> str:
+        if self.jobs > 1:
+            return f"untraced passes up to {self.jobs} at a time, traced passes alone"
+        if self.why_sequential:
+            return f"passes one at a time ({self.why_sequential})"
+        return "passes one at a time"
+
+    def to_dict(self, concurrent_passes: int = 0) -> dict[str, Any]:
+        return {
+            "jobs_requested": self.requested,
+            "jobs": self.jobs,
+            "overlapping": list(OVERLAPPING) if self.jobs > 1 else [],
+            "concurrent_passes": concurrent_passes,
+            "why_sequential": self.why_sequential,
+        }
+
+
+def decide(requested: int, *, sandboxed: bool, client_kind: str, captured: bool) -> Concurrency:
+    """How many passes run at once for ``--jobs requested`` (see the module docstring)."""
+    if requested <= 1:
+        return Concurrency(requested, 1)
+    why: str | None = None
+    if not sandboxed:
+        why = "--sandbox off: the passes would share the host's loopback, so they run one at a time"
+    elif client_kind != "seeded":
+        why = (
+            "the client is a candidate, untrusted: it could exhaust file descriptors or "
+            "threads the lab process shares between passes, so they run one at a time"
+        )
+    elif captured:
+        why = (
+            "every pass carries a packet capture, whose drop count CPU contention could "
+            "perturb, so they run one at a time"
+        )
+    return Concurrency(requested, 1 if why else requested, why)
+
+
+def run_ordered(
+    items: Sequence[T],
+    work: Callable[[T], R],
+    *,
+    jobs: int,
+    done: Callable[[int, R], None],
+    abort: Callable[[], None],
+) -> list[R]:
+    """``work(item)`` for every item, up to ``jobs`` at a time on threads; the results in
+    the order of ``items``. ``done(index, result)`` is called on *this* thread as each one
+    finishes (so progress lines never interleave). On an error or an interrupt (Ctrl-C
+    and SIGTERM arrive on this thread), ``abort()`` is called until every worker has
+    returned (it must make them stop: cancel, kill their processes), then it is re-raised."""
+    results: dict[int, R] = {}
+    pool = cf.ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="lab-pass")
+    futures = {pool.submit(work, item): i for i, item in enumerate(items)}
+    try:
+        for future in cf.as_completed(futures):
+            index = futures[future]
+            results[index] = future.result()
+            done(index, results[index])
+    except BaseException:
+        _drain(futures, abort)
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return [results[i] for i in range(len(items))]
+
+
+def _drain(futures: dict[cf.Future[Any], int], abort: Callable[[], None]) -> None:
+    """Stop every worker and wait for all of them: a pass left running would outlive the
+    run's clean-up (its cell, cgroups and namespace are closed by the worker itself)."""
+    for future in futures:
+        future.cancel()
+    pending = {f for f in futures if not f.done()}
+    while pending:
+        # A second Ctrl-C must not leave workers behind: keep stopping them. ``abort`` is
+        # called on every round, so a process started after the previous round is stopped too.
+        with contextlib.suppress(KeyboardInterrupt):
+            abort()
+            _, pending = cf.wait(pending, timeout=0.2)

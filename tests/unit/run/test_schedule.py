@@ -1,0 +1,291 @@
+"""``--jobs N`` (lab.run.schedule and the runner's use of it): which passes may overlap,
+results in the sequential order whatever order passes finish in, at most N at a time,
+``--jobs 1`` strictly sequential, and every worker stopped before an error or an interrupt
+leaves the pool."""
+
+from __future__ import annotations
+
+import threading
+import time
+from itertools import pairwise
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+
+from lab.model import Pass, RunResult, ScenarioResult
+from lab.reports.run import concurrency_statement
+from lab.run.plan import Plan
+from lab.run.runner import Runner
+from lab.run.scenario import Scenario
+from lab.run.schedule import Cancelled, decide, run_ordered
+
+
+def test_only_untraced_passes_of_a_sandboxed_seeded_client_overlap() -> None:
+    d = decide(2, sandboxed=True, client_kind="seeded", captured=False)
+    assert (d.jobs, d.why_sequential) == (2, None)
+    assert d.overlaps("none")
+    assert not any(d.overlaps(c) for c in ("strace", "bpftrace", "perf"))
+    assert d.to_dict(8)["concurrent_passes"] == 8 and d.to_dict()["overlapping"] == ["none"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "word"),
+    [
+        ({"sandboxed": False, "client_kind": "seeded", "captured": False}, "--sandbox off"),
+        ({"sandboxed": True, "client_kind": "candidate", "captured": False}, "candidate"),
+        ({"sandboxed": True, "client_kind": "seeded", "captured": True}, "packet capture"),
+    ],
+)
+def test_what_may_disturb_a_neighbour_runs_alone_and_says_why(
+    kwargs: dict[str, Any], word: str
+) -> None:
+    d = decide(4, **kwargs)
+    assert d.jobs == 1 and d.requested == 4
+    assert d.why_sequential is not None and word in d.why_sequential
+    assert not d.overlaps("none")
+    assert word in d.sentence()
+
+
+def test_jobs_1_is_sequential_with_nothing_to_explain() -> None:
+    d = decide(1, sandboxed=True, client_kind="seeded", captured=False)
+    assert (d.jobs, d.why_sequential, d.overlaps("none")) == (1, None, False)
+
+
+def test_results_come_back_in_item_order_and_at_most_n_run_at_once() -> None:
+    active, peak, lock = [0], [0], threading.Lock()
+    finished: list[int] = []
+    done_threads: set[str] = set()
+
+    def work(item: int) -> int:
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        time.sleep(0.01 * (6 - item))  # the first items finish last
+        with lock:
+            active[0] -= 1
+        return item * 10
+
+    def done(index: int, result: int) -> None:
+        finished.append(index)
+        done_threads.add(threading.current_thread().name)
+
+    got = run_ordered(list(range(6)), work, jobs=3, done=done, abort=lambda: None)
+    assert got == [0, 10, 20, 30, 40, 50]
+    assert peak[0] == 3
+    assert sorted(finished) == list(range(6)) and finished != list(range(6))
+    # progress is reported on the caller's thread only: lines never interleave
+    assert done_threads == {threading.current_thread().name}
+
+
+def test_one_job_runs_items_one_after_another_in_order() -> None:
+    spans: list[tuple[int, float, float]] = []
+
+    def work(item: int) -> int:
+        t0 = time.monotonic()
+        time.sleep(0.005)
+        spans.append((item, t0, time.monotonic()))
+        return item
+
+    assert run_ordered([3, 1, 2], work, jobs=1, done=lambda i, r: None, abort=lambda: None) == [
+        3,
+        1,
+        2,
+    ]
+    assert [s[0] for s in spans] == [3, 1, 2]
+    assert all(a[2] <= b[1] for a, b in pairwise(spans))
+
+
+def _stoppable() -> tuple[threading.Event, list[int], list[int], Any]:
+    stop = threading.Event()
+    started: list[int] = []
+    returned: list[int] = []
+
+    def work(item: int) -> int:
+        if item == 0:
+            raise RuntimeError("pass failed")
+        started.append(item)
+        stop.wait(10)  # a pass that only ends when the run stops it
+        returned.append(item)
+        if stop.is_set():
+            raise Cancelled("stopping")
+        return item
+
+    return stop, started, returned, work
+
+
+def test_an_error_stops_every_other_worker_before_it_propagates() -> None:
+    stop, started, returned, work = _stoppable()
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match="pass failed"):
+        run_ordered([1, 0, 2], work, jobs=3, done=lambda i, r: None, abort=stop.set)
+    # every pass that had started returned before the error left the pool (one not yet
+    # started is cancelled), and none waited for its own end
+    assert started and sorted(returned) == sorted(started)
+    assert time.monotonic() - t0 < 5
+
+
+def test_an_interrupt_on_the_main_thread_stops_every_worker_then_propagates() -> None:
+    stop, started, returned, work = _stoppable()
+    calls: list[int] = []
+
+    def done(index: int, result: int) -> None:
+        raise KeyboardInterrupt  # Ctrl-C arriving while the caller reports progress
+
+    def abort() -> None:
+        calls.append(1)
+        stop.set()
+
+    items = [5, 1, 2]
+
+    def quick_first(item: int) -> int:
+        return item if item == 5 else work(item)
+
+    with pytest.raises(KeyboardInterrupt):
+        run_ordered(items, quick_first, jobs=3, done=done, abort=abort)
+    assert calls and sorted(returned) == sorted(started)
+
+
+# -- the runner: untraced passes overlap, traced passes alone, order kept -------------------
+
+
+def _scenario(name: str) -> Scenario:
+    return cast(Scenario, SimpleNamespace(name=name, description=name, path=Path(f"{name}.yaml")))
+
+
+def _runner(tmp_path: Path, jobs: int, passes: list[str]) -> tuple[Runner, list[Any]]:
+    scenarios = [_scenario(n) for n in ("alpha", "beta", "gamma", "delta")]
+    client = tmp_path / "client"
+    client.write_bytes(b"#!/bin/sh\n")
+    plan = Plan(scenarios=scenarios, passes=passes, packets="off", client=client, jobs=jobs)
+    runner = Runner(plan, tmp_path, observers={}, sandbox=None)
+    events: list[Any] = []
+    lock = threading.Lock()
+
+    def run_pass(s: Scenario, rep: int, collector: str, base: Path, seed: str) -> Pass:
+        t0 = time.monotonic()
+        # later scenarios finish first, so completion order differs from plan order
+        time.sleep({"alpha": 0.04, "beta": 0.03, "gamma": 0.02, "delta": 0.01}[s.name])
+        with lock:
+            events.append((s.name, collector, t0, time.monotonic()))
+        return Pass(
+            collector=collector,
+            invocations=[],
+            receiver_address="",
+            decoy_address="",
+            wall_s=time.monotonic() - t0,
+        )
+
+    runner.run_pass = run_pass  # type: ignore[method-assign]
+    return runner, events
+
+
+def test_overlapping_keeps_the_sequential_order_and_runs_traced_passes_alone(
+    tmp_path: Path,
+) -> None:
+    runner, events = _runner(tmp_path, 2, ["none", "strace"])
+    results = runner.run()
+    assert [r.name for r in results] == ["alpha", "beta", "gamma", "delta"]
+    assert all([p.collector for p in r.passes] == ["none", "strace"] for r in results)
+    assert all(r.passes[0].concurrent and not r.passes[1].concurrent for r in results)
+    untraced = [e for e in events if e[1] == "none"]
+    traced = [e for e in events if e[1] == "strace"]
+    assert max(e[2] for e in untraced) < max(e[3] for e in untraced)  # they did overlap
+    # every traced pass starts after every untraced one ended, and never beside another
+    assert min(e[2] for e in traced) >= max(e[3] for e in untraced)
+    assert [e[0] for e in traced] == ["alpha", "beta", "gamma", "delta"]
+    assert all(a[3] <= b[2] for a, b in pairwise(traced))
+    assert all(r.wall_s == pytest.approx(sum(p.wall_s for p in r.passes)) for r in results)
+
+
+def test_jobs_1_runs_scenario_after_scenario_as_before(tmp_path: Path) -> None:
+    runner, events = _runner(tmp_path, 1, ["none", "strace"])
+    results = runner.run()
+    assert [(e[0], e[1]) for e in events] == [
+        (s, c) for s in ("alpha", "beta", "gamma", "delta") for c in ("none", "strace")
+    ]
+    assert all(a[3] <= b[2] for a, b in pairwise(events))
+    assert not any(p.concurrent for r in results for p in r.passes)
+
+
+def _run(passes: list[list[Pass]], concurrency: dict[str, Any] | None) -> RunResult:
+    scenarios = [
+        ScenarioResult(
+            name=f"s{i}", repetition=1, description="", scenario_file="", passes=list(ps)
+        )
+        for i, ps in enumerate(passes)
+    ]
+    return RunResult(
+        run_id="run-x",
+        started_at="",
+        finished_at="",
+        options={},
+        observers={},
+        environment={},
+        scenarios=scenarios,
+        concurrency=concurrency,
+    )
+
+
+def _pass(collector: str, concurrent: bool) -> Pass:
+    return Pass(
+        collector=collector,
+        invocations=[],
+        receiver_address="",
+        decoy_address="",
+        concurrent=concurrent,
+    )
+
+
+def test_the_report_says_which_passes_ran_beside_another() -> None:
+    record = decide(2, sandboxed=True, client_kind="seeded", captured=False).to_dict(2)
+    run = _run([[_pass("none", True), _pass("strace", False)], [_pass("none", True)]], record)
+    text = concurrency_statement(run)
+    assert "2 passes ran beside another pass, up to 2 at a time (--jobs 2)" in text
+    assert "the untraced pass of all 2 scenario repetitions" in text
+    assert "Traced passes" in text and "run alone" in text
+    one = _run([[_pass("none", True)], [_pass("none", False)]], record)
+    assert "s0 (none)" in concurrency_statement(one)
+
+
+def test_the_report_says_why_a_run_stayed_sequential() -> None:
+    record = decide(2, sandboxed=False, client_kind="seeded", captured=False).to_dict()
+    text = concurrency_statement(_run([[_pass("none", False)]], record))
+    assert text.startswith("one pass at a time (--sandbox off")
+    assert concurrency_statement(_run([[_pass("none", False)]], None)) == "one pass at a time"
+
+
+@pytest.mark.parametrize("jobs", [0, -1, 65])
+def test_a_jobs_count_out_of_range_is_refused_before_anything_is_written(
+    tmp_path: Path, jobs: int
+) -> None:
+    from lab.errors import UsageError
+    from lab.run.orchestrate import RunRequest, execute
+
+    client = tmp_path / "client"
+    client.write_bytes(b"#!/bin/sh\n")
+    client.chmod(0o755)
+    out = tmp_path / "out"
+    out.mkdir()
+    request = RunRequest(names=["baseline"], out=out, client=client, jobs=jobs)
+    with pytest.raises(UsageError, match=f"--jobs {jobs} must be between 1 and 64"):
+        execute(request, say=lambda _m: None)
+    assert list(out.iterdir()) == []
+
+
+def test_the_command_line_passes_jobs_through() -> None:
+    from lab._parser import build_parser
+
+    args = build_parser().parse_args(["run", "--all", "--jobs", "3"])
+    assert args.jobs == 3
+    assert build_parser().parse_args(["run", "--all"]).jobs is None  # the cores, decided later
+
+
+def test_overhead_figures_say_when_their_untraced_side_overlapped() -> None:
+    from lab.reports.scenario import overlap_note
+
+    overlapped = _run([[_pass("none", True), _pass("strace", False)]], None).scenarios
+    alone = _run([[_pass("none", False), _pass("strace", False)]], None).scenarios
+    assert "--jobs 1" in overlap_note(overlapped)[0]
+    assert overlap_note(alone) == []
