@@ -171,8 +171,7 @@ class BpftraceSession(SessionCollector):
             if error is not None:
                 outputs[window.index] = CollectorOutput(self.name, None, artifacts, error=error)
                 continue
-            summary = summarize(trace, session, counters, absent)
-            summary["cgroup_id"] = window.cgroup_id
+            summary = summarize(trace, session, counters, absent, window.cgroup_id)
             outputs[window.index] = CollectorOutput(self.name, summary, artifacts)
         return outputs
 

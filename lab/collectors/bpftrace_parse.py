@@ -17,9 +17,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from lab.collectors.bpftrace_script import UPROBE_COUNTERS
+from lab.model_observed import BpftraceSummary
 
 #: printed by the script's BEGIN probe, once every probe is attached
 ATTACHED_MARKER = "lab: attached"
@@ -239,16 +239,17 @@ def summarize(
     session: BpftraceTrace,
     counters: Sequence[str],
     absent_symbols: Sequence[str],
-) -> dict[str, Any]:
+    cgroup_id: int | None = None,
+) -> BpftraceSummary:
     """The ``observed.bpftrace`` record of one invocation.
 
     ``counters`` are the maps the script defines; one that a complete session did not print
     for this cgroup belongs to probes that attached and never fired for it: an observed 0.
-    A counter fed by a uprobe whose symbol the binary lacks is omitted (and its function
+    A counter fed by a uprobe whose symbol the binary lacks is None (and its function
     listed in ``absent_symbols``), never reported as 0; so is one the script does not define.
     """
     absent_maps = {UPROBE_COUNTERS[s] for s in absent_symbols if s in UPROBE_COUNTERS}
-    summary: dict[str, Any] = {}
+    values: dict[str, int] = {}
     unprinted: list[str] = []
     for name, key in COUNTER_KEYS.items():
         if name in absent_maps or name not in counters:
@@ -256,18 +257,25 @@ def summarize(
         value = trace.counter(name)
         if value is None:
             unprinted.append(name)
-        summary[key] = 0 if value is None else value
-    summary.update(
-        destinations=trace.destinations,
+        values[key] = 0 if value is None else value
+    return BpftraceSummary(
+        hash_calls=values.get("hash_calls"),
+        send_payload_calls=values.get("send_payload_calls"),
+        busy_wait_calls=values.get("busy_wait_calls"),
+        connects=values.get("connects"),
+        read_bytes=values.get("read_bytes"),
+        sent_bytes=values.get("sent_bytes"),
+        switches_out=values.get("switches_out"),
+        destinations=tuple(trace.destinations),
         maps=dict(sorted(trace.maps.items())),
-        absent_symbols=sorted(absent_symbols),
-        unprinted_maps=unprinted,
+        absent_symbols=tuple(sorted(absent_symbols)),
+        unprinted_maps=tuple(unprinted),
         function_entries=dict(sorted(trace.function_entries().items())),
         uring_ops=trace.uring_ops(),
-        undecodable=trace.undecodable(),
+        undecodable=tuple(trace.undecodable()),
         attached_probes=session.attached_probes,
         lost_events=session.lost_events,
         # printf lines (destinations, entries) can be lost; the maps never are
         events_complete=session.lost_events == 0,
+        cgroup_id=cgroup_id,
     )
-    return summary

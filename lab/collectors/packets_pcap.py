@@ -21,6 +21,8 @@ from typing import Any
 
 import dpkt
 
+from lab.model_observed import PacketFlow, PacketSummary
+
 #: bytes kept of each packet: link + IP + TCP headers and the protocol's request lines (at
 #: most 256 bytes). Payload sizes come from the IP header, not from the captured bytes. A
 #: full snap length makes libpcap use ~256 KiB ring slots in immediate mode, and a 512 KiB
@@ -252,7 +254,7 @@ class _SequenceSpace:
 
 def summarize_packets(
     packets: Sequence[Packet], receiver_port: int, decoy_port: int
-) -> dict[str, Any]:
+) -> PacketSummary:
     """Per-port, per-direction counts, and every destination contacted: where connections
     (SYN), UDP datagrams and ICMP queries went, whatever the port. TCP payload is counted in
     sequence space: a retransmitted byte counts once (``retransmitted_bytes`` says how many
@@ -293,29 +295,29 @@ def summarize_packets(
     def payload(port: int, direction: str) -> int:
         return flows.get((port, direction), {}).get("payload_bytes", 0)
 
-    return {
-        "packets": len(packets),
-        "payload_bytes_to_receiver": payload(receiver_port, "to"),
-        "payload_bytes_from_receiver": payload(receiver_port, "from"),
-        "payload_bytes_to_decoy": payload(decoy_port, "to"),
-        "payload_bytes_from_decoy": payload(decoy_port, "from"),
-        "connections_to_receiver": connections.get(receiver_port, 0),
-        "connections_to_decoy": connections.get(decoy_port, 0),
-        "retransmitted_bytes": retransmitted,
-        "flows": [
-            {
-                "port": port,
-                "role": roles.get(port, "other"),
-                "direction": direction,
-                "packets": counts["packets"],
-                "payload_bytes": counts["payload_bytes"],
-            }
+    return PacketSummary(
+        packets=len(packets),
+        payload_bytes_to_receiver=payload(receiver_port, "to"),
+        payload_bytes_from_receiver=payload(receiver_port, "from"),
+        payload_bytes_to_decoy=payload(decoy_port, "to"),
+        payload_bytes_from_decoy=payload(decoy_port, "from"),
+        connections_to_receiver=connections.get(receiver_port, 0),
+        connections_to_decoy=connections.get(decoy_port, 0),
+        retransmitted_bytes=retransmitted,
+        flows=tuple(
+            PacketFlow(
+                port=port,
+                role=roles.get(port, "other"),
+                direction=direction,
+                packets=counts["packets"],
+                payload_bytes=counts["payload_bytes"],
+            )
             for (port, direction), counts in sorted(flows.items())
-        ],
-        "destinations": sorted(destinations),
-        "first_packet_at": packets[0].ts if packets else None,
-        "last_packet_at": packets[-1].ts if packets else None,
-    }
+        ),
+        destinations=tuple(sorted(destinations)),
+        first_packet_at=packets[0].ts if packets else None,
+        last_packet_at=packets[-1].ts if packets else None,
+    )
 
 
 # ---------------------------------------------------------------------------------------
