@@ -31,8 +31,10 @@ from lab.model_invocation import (
 from lab.model_observed import (
     BpftraceSummary,
     Observed,
+    PacketFlow,
     PacketSummary,
     PerfSummary,
+    PerfSymbol,
     StraceSummary,
 )
 
@@ -56,9 +58,11 @@ __all__ = [
     "ObserverStatus",
     "Outcome",
     "Overhead",
+    "PacketFlow",
     "PacketSummary",
     "Pass",
     "PerfSummary",
+    "PerfSymbol",
     "ReceiverSummary",
     "RunResult",
     "SandboxRecord",
