@@ -9,7 +9,7 @@ invocation made of them. No I/O: the session (``lab.collectors.bpftrace``) reads
     one = trace.for_cgroup(4242)
     one.maps["@hash_calls"]                         # "256", verbatim
     one.destinations                                # ["127.0.0.1:40001", ...]
-    summarize(one, trace, defined_counters(script), absent_symbols=())
+    summarize(one, trace, defined_counters(script), absent_symbols=()).hash_calls   # 256
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ sequence space, so a retransmitted byte counts once.
     dlt, packets = read_pcap(Path("capture.pcap").read_bytes())
     mine = [p for p in packets if window.start <= p.ts <= window.end]
     Path("inv1/capture.pcap").write_bytes(write_pcap(dlt, mine))     # same link type
-    summarize_packets(mine, receiver_port=40001, decoy_port=40002)  # observed.packets
-    # {"packets": 18, "payload_bytes_to_receiver": 262144, "destinations": [...], ...}
+    summarize_packets(mine, receiver_port=40001, decoy_port=40002)  # a PacketSummary
+    # PacketSummary(packets=18, payload_bytes_to_receiver=262144, destinations=(...), ...)
 """
 
 from __future__ import annotations
