@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 __all__ = [
+    "BPFTRACE_COUNTERS",
     "DESCRIPTOR_KEYS",
+    "SUMMARY_TYPES",
     "BpftraceSummary",
     "Observed",
     "ObserverSummary",

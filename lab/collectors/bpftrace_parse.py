@@ -19,23 +19,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from lab.collectors.bpftrace_script import UPROBE_COUNTERS
-from lab.model_observed import BpftraceSummary
+from lab.model_observed import BPFTRACE_COUNTERS, BpftraceSummary
 
 #: printed by the script's BEGIN probe, once every probe is attached
 ATTACHED_MARKER = "lab: attached"
 #: printed by the script's END probe; bpftrace prints the final maps right after it
 END_MARKER = "lab: end of trace"
 
-#: summary key for each counter map (docs/architecture.md)
-COUNTER_KEYS: dict[str, str] = {
-    "@hash_calls": "hash_calls",
-    "@send_payload_calls": "send_payload_calls",
-    "@busy_wait_calls": "busy_wait_calls",
-    "@connects": "connects",
-    "@read_bytes": "read_bytes",
-    "@sent_bytes": "sent_bytes",
-    "@switches_out": "switches_out",
-}
+#: summary key for each counter map: the map is named for its key (docs/architecture.md)
+COUNTER_KEYS: dict[str, str] = {f"@{key}": key for key in BPFTRACE_COUNTERS}
 #: the ``call=N`` codes of the script's syscall address lines (probes/client.bt)
 CALLS: dict[int, str] = {1: "connect", 2: "sendto", 3: "sendmsg", 4: "sendmmsg"}
 #: io_uring opcodes that can carry a destination: the kernel tracepoints decode an inet one
@@ -259,13 +251,8 @@ def summarize(
             unprinted.append(name)
         values[key] = 0 if value is None else value
     return BpftraceSummary(
-        hash_calls=values.get("hash_calls"),
-        send_payload_calls=values.get("send_payload_calls"),
-        busy_wait_calls=values.get("busy_wait_calls"),
-        connects=values.get("connects"),
-        read_bytes=values.get("read_bytes"),
-        sent_bytes=values.get("sent_bytes"),
-        switches_out=values.get("switches_out"),
+        # a counter left out above is None: not observed, never 0
+        **{key: values.get(key) for key in BPFTRACE_COUNTERS},
         destinations=tuple(trace.destinations),
         maps=dict(sorted(trace.maps.items())),
         absent_symbols=tuple(sorted(absent_symbols)),
