@@ -48,11 +48,7 @@ class StraceCollector(ProcessCollector):
         """strace installed, ptrace allowed: proven by tracing ``true`` for real."""
         path = procs.which("strace")
         if path is None:
-            return ObserverStatus(
-                False,
-                "strace is not installed; install the Debian package 'strace' "
-                "(apt-get install strace).",
-            )
+            return ObserverStatus(False, procs.missing_tool("strace"))
         detail: dict[str, Any] = {"path": path}
         scope = _ptrace_scope()
         if scope is not None:
