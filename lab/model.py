@@ -13,7 +13,7 @@ and importable from here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from lab.campaign.model import CampaignRecord
@@ -28,6 +28,15 @@ from lab.model_invocation import (
     SandboxRecord,
     VerifierCheck,
 )
+from lab.model_observed import (
+    BpftraceSummary,
+    Observed,
+    PacketFlow,
+    PacketSummary,
+    PerfSummary,
+    PerfSymbol,
+    StraceSummary,
+)
 
 #: the per-invocation and per-pass records live in lab.model_invocation; importers take
 #: every record of the model from here
@@ -38,20 +47,27 @@ __all__ = [
     "OUTCOMES",
     "PROCESS_COLLECTORS",
     "SCHEMA_VERSION",
+    "BpftraceSummary",
     "Calibration",
     "ClientClaim",
     "DecoySummary",
     "Finding",
     "Invocation",
     "Lingering",
+    "Observed",
     "ObserverStatus",
     "Outcome",
     "Overhead",
+    "PacketFlow",
+    "PacketSummary",
     "Pass",
+    "PerfSummary",
+    "PerfSymbol",
     "ReceiverSummary",
     "RunResult",
     "SandboxRecord",
     "ScenarioResult",
+    "StraceSummary",
     "Verdict",
     "VerifierCheck",
 ]
@@ -239,24 +255,23 @@ class ScenarioResult:
     def calibration(self) -> Calibration:
         return Calibration.of(self.findings, list(self.verdicts.values()))
 
-    def merged_invocations(self) -> list[dict[str, Any]]:
+    def invocations(self) -> list[Invocation]:
         """The brief's per-invocation view: the primary pass's records, with ``observed``
-        merged from every pass (each observer's summary comes from the pass it ran in)."""
+        merged from every pass (each observer's summary comes from the pass it ran in), and
+        ``missing`` and ``artifacts`` likewise."""
         primary = self.primary
         if primary is None:
             return []
-        rows: list[dict[str, Any]] = []
+        rows: list[Invocation] = []
         for inv in primary.invocations:
-            row = inv.to_dict()
-            observed: dict[str, Any] = {}
+            observed = Observed()
             missing: dict[str, str] = {}
             artifacts: dict[str, list[str]] = {}
             for p in self.passes:
                 for other in p.invocations:
                     if other.index != inv.index:
                         continue
-                    for name, summary in other.observed.items():
-                        observed.setdefault(name, summary)
+                    observed = observed.merged(other.observed)
                     for name, why in other.missing.items():
                         missing.setdefault(name, why)
                     for name, paths in other.artifacts.items():
@@ -264,13 +279,21 @@ class ScenarioResult:
             for p in self.passes:
                 if p.error and p.collector not in observed:
                     missing.setdefault(p.collector, p.error)
-            for name in observed:
+            for name in observed.names():
                 missing.pop(name, None)
-            row["observed"] = {k: observed[k] for k in sorted(observed)}
-            row["missing"] = {k: missing[k] for k in sorted(missing)}
-            row["artifacts"] = {k: sorted(set(v)) for k, v in sorted(artifacts.items())}
-            rows.append(row)
+            rows.append(
+                replace(
+                    inv,
+                    observed=observed,
+                    missing={k: missing[k] for k in sorted(missing)},
+                    artifacts={k: sorted(set(v)) for k, v in sorted(artifacts.items())},
+                )
+            )
         return rows
+
+    def merged_invocations(self) -> list[dict[str, Any]]:
+        """``invocations()`` as ``results.json`` records them."""
+        return [inv.to_dict() for inv in self.invocations()]
 
     def overhead(self) -> list[Overhead]:
         """Per process collector: the traced pass's client wall and CPU time divided by the

@@ -6,7 +6,7 @@ beside the scenario- and run-level ones, and each ``to_dict()`` is its part of
 
     inv = Invocation(index=1, claim=ClientClaim(...), verifier=VerifierCheck(...),
                      receiver=ReceiverSummary(...), decoy=DecoySummary(...))
-    inv.observed["strace"] = {"source_bytes_read": 262144, ...}
+    inv.observed.add(StraceSummary(source_bytes_read=262144, ...))   # lab.model_observed
     p = Pass(collector="strace", invocations=[inv], receiver_address=..., decoy_address=...)
     p.to_dict()["invocations"][0]["verifier"]["verified"]
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from lab.model_observed import Observed
 from lab.sandbox.cgroup import ProcessInfo
 
 
@@ -228,8 +229,8 @@ class Invocation:
     receiver: ReceiverSummary
     decoy: DecoySummary
     sandbox: SandboxRecord = field(default_factory=lambda: SandboxRecord(enabled=False))
-    #: observer name -> parsed summary (only observers that ran for this invocation)
-    observed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: each observer's parsed summary (only observers that ran for this invocation)
+    observed: Observed = field(default_factory=Observed)
     #: observer name -> why it did not produce a summary for this invocation
     missing: dict[str, str] = field(default_factory=dict)
     #: observer name -> run-relative paths of raw artifacts kept verbatim
@@ -245,7 +246,7 @@ class Invocation:
             "receiver": self.receiver.to_dict(),
             "decoy": self.decoy.to_dict(),
             "sandbox": self.sandbox.to_dict(),
-            "observed": {k: self.observed[k] for k in sorted(self.observed)},
+            "observed": self.observed.to_dict(),
             "missing": {k: self.missing[k] for k in sorted(self.missing)},
             "artifacts": {k: sorted(v) for k, v in sorted(self.artifacts.items())},
         }

@@ -21,10 +21,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from lab.host.procs import CommandLog, Completed
 from lab.model import ObserverStatus
+from lab.model_observed import ObserverSummary
 
 
 @dataclass
@@ -98,7 +99,7 @@ class CollectorOutput:
     """
 
     name: str
-    summary: dict[str, Any] | None
+    summary: ObserverSummary | None
     artifacts: list[str] = field(default_factory=list)
     error: str | None = None
 

@@ -86,11 +86,7 @@ class BpftraceSession(SessionCollector):
         """Every requirement in turn, then a real run of the script with a libc uprobe."""
         path = procs.which("bpftrace")
         if path is None:
-            return ObserverStatus(
-                False,
-                "bpftrace is not installed; install the Debian package 'bpftrace' "
-                "(apt-get install bpftrace).",
-            )
+            return ObserverStatus(False, procs.missing_tool("bpftrace"))
         detail: dict[str, Any] = {"path": path}
         reason = _static_reason(DEFAULT_SCRIPT)
         if reason is not None:
@@ -172,8 +168,7 @@ class BpftraceSession(SessionCollector):
             if error is not None:
                 outputs[window.index] = CollectorOutput(self.name, None, artifacts, error=error)
                 continue
-            summary = summarize(trace, session, counters, absent)
-            summary["cgroup_id"] = window.cgroup_id
+            summary = summarize(trace, session, counters, absent, window.cgroup_id)
             outputs[window.index] = CollectorOutput(self.name, summary, artifacts)
         return outputs
 
@@ -237,8 +232,8 @@ def _symbols(binary: str, keep: Path, log: procs.CommandLog | None) -> set[str]:
     nm = procs.which("nm")
     if nm is None:
         raise CollectorError(
-            "nm is not installed; install the Debian package 'binutils' (apt-get install "
-            "binutils): the bpftrace collector needs it to see which functions the client has."
+            procs.missing_tool("nm").rstrip(".")
+            + ": the bpftrace collector needs it to see which functions the client has."
         )
     names: set[str] = set()
     for flags in (["--defined-only"], ["--defined-only", "--dynamic"]):
@@ -312,9 +307,7 @@ def _static_reason(script: Path) -> str | None:
                 f"{event} is missing); syscall tracepoints need CONFIG_FTRACE_SYSCALLS=y."
             )
     if procs.which("nm") is None:
-        return (
-            "nm is not installed; install the Debian package 'binutils' (apt-get install binutils)."
-        )
+        return procs.missing_tool("nm")
     return None
 
 

@@ -9,7 +9,7 @@ invocation made of them. No I/O: the session (``lab.collectors.bpftrace``) reads
     one = trace.for_cgroup(4242)
     one.maps["@hash_calls"]                         # "256", verbatim
     one.destinations                                # ["127.0.0.1:40001", ...]
-    summarize(one, trace, defined_counters(script), absent_symbols=())
+    summarize(one, trace, defined_counters(script), absent_symbols=()).hash_calls   # 256
 """
 
 from __future__ import annotations
@@ -17,25 +17,17 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from lab.collectors.bpftrace_script import UPROBE_COUNTERS
+from lab.model_observed import BPFTRACE_COUNTERS, BpftraceSummary
 
 #: printed by the script's BEGIN probe, once every probe is attached
 ATTACHED_MARKER = "lab: attached"
 #: printed by the script's END probe; bpftrace prints the final maps right after it
 END_MARKER = "lab: end of trace"
 
-#: summary key for each counter map (docs/architecture.md)
-COUNTER_KEYS: dict[str, str] = {
-    "@hash_calls": "hash_calls",
-    "@send_payload_calls": "send_payload_calls",
-    "@busy_wait_calls": "busy_wait_calls",
-    "@connects": "connects",
-    "@read_bytes": "read_bytes",
-    "@sent_bytes": "sent_bytes",
-    "@switches_out": "switches_out",
-}
+#: summary key for each counter map: the map is named for its key (docs/architecture.md)
+COUNTER_KEYS: dict[str, str] = {f"@{key}": key for key in BPFTRACE_COUNTERS}
 #: the ``call=N`` codes of the script's syscall address lines (probes/client.bt)
 CALLS: dict[int, str] = {1: "connect", 2: "sendto", 3: "sendmsg", 4: "sendmmsg"}
 #: io_uring opcodes that can carry a destination: the kernel tracepoints decode an inet one
@@ -243,16 +235,17 @@ def summarize(
     session: BpftraceTrace,
     counters: Sequence[str],
     absent_symbols: Sequence[str],
-) -> dict[str, Any]:
+    cgroup_id: int | None = None,
+) -> BpftraceSummary:
     """The ``observed.bpftrace`` record of one invocation.
 
     ``counters`` are the maps the script defines; one that a complete session did not print
     for this cgroup belongs to probes that attached and never fired for it: an observed 0.
-    A counter fed by a uprobe whose symbol the binary lacks is omitted (and its function
+    A counter fed by a uprobe whose symbol the binary lacks is None (and its function
     listed in ``absent_symbols``), never reported as 0; so is one the script does not define.
     """
     absent_maps = {UPROBE_COUNTERS[s] for s in absent_symbols if s in UPROBE_COUNTERS}
-    summary: dict[str, Any] = {}
+    values: dict[str, int] = {}
     unprinted: list[str] = []
     for name, key in COUNTER_KEYS.items():
         if name in absent_maps or name not in counters:
@@ -260,18 +253,20 @@ def summarize(
         value = trace.counter(name)
         if value is None:
             unprinted.append(name)
-        summary[key] = 0 if value is None else value
-    summary.update(
-        destinations=trace.destinations,
+        values[key] = 0 if value is None else value
+    return BpftraceSummary(
+        # a counter left out above is None: not observed, never 0
+        **{key: values.get(key) for key in BPFTRACE_COUNTERS},
+        destinations=tuple(trace.destinations),
         maps=dict(sorted(trace.maps.items())),
-        absent_symbols=sorted(absent_symbols),
-        unprinted_maps=unprinted,
+        absent_symbols=tuple(sorted(absent_symbols)),
+        unprinted_maps=tuple(unprinted),
         function_entries=dict(sorted(trace.function_entries().items())),
         uring_ops=trace.uring_ops(),
-        undecodable=trace.undecodable(),
+        undecodable=tuple(trace.undecodable()),
         attached_probes=session.attached_probes,
         lost_events=session.lost_events,
         # printf lines (destinations, entries) can be lost; the maps never are
         events_complete=session.lost_events == 0,
+        cgroup_id=cgroup_id,
     )
-    return summary

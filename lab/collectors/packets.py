@@ -28,6 +28,7 @@ import struct
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -284,21 +285,20 @@ class PacketCapture(SessionCollector):
             summary_path = window.out_dir / SUMMARY_FILE
             summary_path.write_text("".join(line + "\n" for line in summary_lines(mine)))
             summary = summarize_packets(mine, ctx.receiver_address[1], ctx.decoy_address[1])
-            summary.update(
-                {
-                    # tcpdump counts per capture: a drop cannot be told apart per invocation
-                    "captured": counters["captured"],
-                    "received_by_filter": counters["received_by_filter"],
-                    "dropped_by_kernel": counters["dropped_by_kernel"],
-                    # tcpdump prints this line only when the count is not zero
-                    "dropped_by_interface": counters["dropped_by_interface"] or 0,
-                    "counters_scope": "pass",
-                    "packets_outside_invocations": outside,
-                    "link_type": dlt,
-                    "interface": self.interface,
-                    "namespace": bool(ctx.netns_argv),
-                    "filter": self.filter,
-                }
+            summary = replace(
+                summary,
+                # tcpdump counts per capture: a drop cannot be told apart per invocation
+                captured=counters["captured"],
+                received_by_filter=counters["received_by_filter"],
+                dropped_by_kernel=counters["dropped_by_kernel"],
+                # tcpdump prints this line only when the count is not zero
+                dropped_by_interface=counters["dropped_by_interface"] or 0,
+                counters_scope="pass",
+                packets_outside_invocations=outside,
+                link_type=dlt,
+                interface=self.interface,
+                namespace=bool(ctx.netns_argv),
+                filter=self.filter,
             )
             artifacts = sorted([*session, ctx.relative(slice_path), ctx.relative(summary_path)])
             outputs[window.index] = CollectorOutput(self.name, summary, artifacts=artifacts)

@@ -6,8 +6,8 @@ sequence space, so a retransmitted byte counts once.
     dlt, packets = read_pcap(Path("capture.pcap").read_bytes())
     mine = [p for p in packets if window.start <= p.ts <= window.end]
     Path("inv1/capture.pcap").write_bytes(write_pcap(dlt, mine))     # same link type
-    summarize_packets(mine, receiver_port=40001, decoy_port=40002)  # observed.packets
-    # {"packets": 18, "payload_bytes_to_receiver": 262144, "destinations": [...], ...}
+    summarize_packets(mine, receiver_port=40001, decoy_port=40002)  # a PacketSummary
+    # PacketSummary(packets=18, payload_bytes_to_receiver=262144, destinations=(...), ...)
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import dpkt
+
+from lab.model_observed import PacketFlow, PacketSummary
 
 #: bytes kept of each packet: link + IP + TCP headers and the protocol's request lines (at
 #: most 256 bytes). Payload sizes come from the IP header, not from the captured bytes. A
@@ -252,7 +254,7 @@ class _SequenceSpace:
 
 def summarize_packets(
     packets: Sequence[Packet], receiver_port: int, decoy_port: int
-) -> dict[str, Any]:
+) -> PacketSummary:
     """Per-port, per-direction counts, and every destination contacted: where connections
     (SYN), UDP datagrams and ICMP queries went, whatever the port. TCP payload is counted in
     sequence space: a retransmitted byte counts once (``retransmitted_bytes`` says how many
@@ -293,29 +295,29 @@ def summarize_packets(
     def payload(port: int, direction: str) -> int:
         return flows.get((port, direction), {}).get("payload_bytes", 0)
 
-    return {
-        "packets": len(packets),
-        "payload_bytes_to_receiver": payload(receiver_port, "to"),
-        "payload_bytes_from_receiver": payload(receiver_port, "from"),
-        "payload_bytes_to_decoy": payload(decoy_port, "to"),
-        "payload_bytes_from_decoy": payload(decoy_port, "from"),
-        "connections_to_receiver": connections.get(receiver_port, 0),
-        "connections_to_decoy": connections.get(decoy_port, 0),
-        "retransmitted_bytes": retransmitted,
-        "flows": [
-            {
-                "port": port,
-                "role": roles.get(port, "other"),
-                "direction": direction,
-                "packets": counts["packets"],
-                "payload_bytes": counts["payload_bytes"],
-            }
+    return PacketSummary(
+        packets=len(packets),
+        payload_bytes_to_receiver=payload(receiver_port, "to"),
+        payload_bytes_from_receiver=payload(receiver_port, "from"),
+        payload_bytes_to_decoy=payload(decoy_port, "to"),
+        payload_bytes_from_decoy=payload(decoy_port, "from"),
+        connections_to_receiver=connections.get(receiver_port, 0),
+        connections_to_decoy=connections.get(decoy_port, 0),
+        retransmitted_bytes=retransmitted,
+        flows=tuple(
+            PacketFlow(
+                port=port,
+                role=roles.get(port, "other"),
+                direction=direction,
+                packets=counts["packets"],
+                payload_bytes=counts["payload_bytes"],
+            )
             for (port, direction), counts in sorted(flows.items())
-        ],
-        "destinations": sorted(destinations),
-        "first_packet_at": packets[0].ts if packets else None,
-        "last_packet_at": packets[-1].ts if packets else None,
-    }
+        ),
+        destinations=tuple(sorted(destinations)),
+        first_packet_at=packets[0].ts if packets else None,
+        last_packet_at=packets[-1].ts if packets else None,
+    )
 
 
 # ---------------------------------------------------------------------------------------

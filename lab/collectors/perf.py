@@ -11,7 +11,7 @@ function (``hash_file``) whose inclusive weight we want.
     argv = collector.wrap(client_argv, ctx)     # perf record ... -- CLIENT ...
     completed = lab.host.procs.run(argv, ...)        # perf passes the client's exit status through
     out = collector.collect(ctx, completed)     # perf report / --stats / annotate, parsed
-    out.summary["top_client_symbol"]            # e.g. "busy_wait"
+    out.summary.top_client_symbol              # e.g. "busy_wait"
 
 The parsers (:func:`parse_report`, :func:`parse_stats`, :func:`summarize`) are pure
 functions over perf's text output so that captured outputs can be tested.
@@ -32,6 +32,7 @@ from lab.collectors.base import CollectorOutput, InvocationContext, ProcessColle
 from lab.errors import ToolMissingError
 from lab.host.procs import Completed, require_tool, run
 from lab.model import ObserverStatus
+from lab.model_observed import PerfSummary, PerfSymbol
 
 #: where the kernel exposes the AMD IBS op PMU (perf-amd-ibs(1))
 IBS_OP_DEVICE = Path("/sys/bus/event_source/devices/ibs_op")
@@ -140,13 +141,9 @@ class SymbolRow:
     #: "." user space, "k" kernel, "g"/"u"/"H" other perf levels
     level: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "symbol": self.symbol,
-            "dso": self.dso,
-            "inclusive_pct": self.inclusive_pct,
-            "self_pct": self.self_pct,
-        }
+    def kept(self) -> PerfSymbol:
+        """What the summary keeps of the row (perf's level is not kept)."""
+        return PerfSymbol(self.symbol, self.dso, self.inclusive_pct, self.self_pct)
 
 
 @dataclass
@@ -264,23 +261,20 @@ def top_client_symbol(rows: Sequence[SymbolRow], client_names: Sequence[str]) ->
     return best.symbol
 
 
-def _empty_summary(choice: EventChoice, stats: PerfStats) -> dict[str, Any]:
+def _empty_summary(choice: EventChoice, stats: PerfStats) -> PerfSummary:
     """perf read the file and it simply holds no sample: a real observation of zero."""
     if stats.lost_sample_records:
         raise PerfParseError(
             "perf.data holds no sample but records lost samples, so the count is unknown"
         )
-    return {
-        "event": choice.event,
-        "event_reason": choice.reason,
-        "samples": 0,
-        "lost_samples": 0,
-        "lost_chunks": stats.lost_chunks or 0,
-        "event_count": 0,
-        "top_symbols": [],
-        "top_client_symbol": None,
-        "top_client_inclusive_pct": None,
-    }
+    return PerfSummary(
+        event=choice.event,
+        event_reason=choice.reason,
+        samples=0,
+        lost_samples=0,
+        lost_chunks=stats.lost_chunks or 0,
+        event_count=0,
+    )
 
 
 def summarize(
@@ -289,7 +283,7 @@ def summarize(
     choice: EventChoice,
     client_names: Sequence[str],
     report_stderr: str = "",
-) -> dict[str, Any]:
+) -> PerfSummary:
     """The ``observed.perf`` summary; raises :class:`PerfParseError` with one sentence.
 
     ``report_text`` is ``perf report --children --stdio --sort symbol,dso``, ``stats_text``
@@ -333,17 +327,17 @@ def summarize(
     top_client_pct = next(
         (r.inclusive_pct for r in rows if r.symbol == top_client and r.dso in client_names), None
     )
-    return {
-        "event": choice.event,
-        "event_reason": choice.reason,
-        "samples": samples,
-        "lost_samples": report.lost_samples,
-        "lost_chunks": stats.lost_chunks or 0,
-        "event_count": section.event_count,
-        "top_symbols": [r.to_dict() for r in rows[:TOP_SYMBOLS]],
-        "top_client_symbol": top_client,
-        "top_client_inclusive_pct": top_client_pct,
-    }
+    return PerfSummary(
+        event=choice.event,
+        event_reason=choice.reason,
+        samples=samples,
+        lost_samples=report.lost_samples,
+        lost_chunks=stats.lost_chunks or 0,
+        event_count=section.event_count,
+        top_symbols=tuple(r.kept() for r in rows[:TOP_SYMBOLS]),
+        top_client_symbol=top_client,
+        top_client_inclusive_pct=top_client_pct,
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -507,7 +501,7 @@ class PerfCollector(ProcessCollector):
             first = next((ln.strip() for ln in report_stderr.splitlines() if ln.strip()), "")
             tail = f" (perf said: {first})" if first else ""
             return CollectorOutput(self.name, None, artifacts=artifacts, error=f"{exc}{tail}")
-        symbol = summary["top_client_symbol"]
+        symbol = summary.top_client_symbol
         if symbol is not None:
             annotate = self._perf(
                 ctx,

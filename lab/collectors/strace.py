@@ -11,7 +11,7 @@ its fatal signal) through, so the wrapped command's status is the client's.
     status = StraceCollector.probe()          # ObserverStatus(available=True, ...)
     argv = collector.wrap(["/abs/backup-client", "--source", src, "--receiver", rx], ctx)
     done = lab.host.procs.run(argv, purpose="client", log=ctx.log, accept=None, ...)
-    out = collector.collect(ctx, done)        # out.summary["source_bytes_read"] ...
+    out = collector.collect(ctx, done)        # out.summary.source_bytes_read ...
 
 The trace is parsed by ``lab.collectors.strace_parse``:
 
@@ -48,11 +48,7 @@ class StraceCollector(ProcessCollector):
         """strace installed, ptrace allowed: proven by tracing ``true`` for real."""
         path = procs.which("strace")
         if path is None:
-            return ObserverStatus(
-                False,
-                "strace is not installed; install the Debian package 'strace' "
-                "(apt-get install strace).",
-            )
+            return ObserverStatus(False, procs.missing_tool("strace"))
         detail: dict[str, Any] = {"path": path}
         scope = _ptrace_scope()
         if scope is not None:
@@ -122,13 +118,13 @@ class StraceCollector(ProcessCollector):
                 f"the trace {TRACE_NAME} is incomplete.",
             )
         text = trace.read_text(encoding="utf-8", errors="replace")
-        summary = parse_strace(
+        tally = parse_strace(
             text,
             str(ctx.source_path.resolve()),
             client_pid=ctx.client_pid,
             execs_before_client=JAIL_EXECS if ctx.client_pid is not None else 0,
         )
-        if not summary.complete:
+        if not tally.complete:
             why = completed.stderr_excerpt()
             return CollectorOutput(
                 self.name,
@@ -137,7 +133,7 @@ class StraceCollector(ProcessCollector):
                 error=f"{TRACE_NAME} ends before the client's exit is recorded (strace "
                 f"failed or was killed{': ' + why if why else ''}); the trace is truncated.",
             )
-        return CollectorOutput(self.name, summary.to_dict(), artifacts)
+        return CollectorOutput(self.name, tally.summary(), artifacts)
 
 
 def _ptrace_scope() -> int | None:

@@ -7,7 +7,7 @@ records out; the collector (``lab.collectors.strace``) runs strace.
     summary = parse_strace(Path("strace.txt").read_text(), "/run/x/source.bin",
                            client_pid=4242, execs_before_client=JAIL_EXECS)
     summary.source_bytes_read, summary.destinations   # 262144, ["127.0.0.1:40001"]
-    summary.to_dict()                                  # observed.strace
+    summary.summary().to_dict()                        # observed.strace
 
     calls, summary = iter_syscalls(text)               # every call, whoever made it
     destinations_in('3, {sa_family=AF_INET, sin_port=htons(40001), '
@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import re
 import signal
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+
+from lab.model_observed import DESCRIPTOR_KEYS, StraceSummary
 
 #: calls whose first argument is a descriptor they read from
 READ_CALLS = frozenset({"read", "pread64", "readv", "preadv", "preadv2"})
@@ -185,8 +186,9 @@ class Syscall:
 
 
 @dataclass
-class StraceSummary:
-    """What ``strace.txt`` says about one invocation."""
+class StraceTally:
+    """What ``strace.txt`` says about one invocation, counted as the trace is read;
+    :meth:`summary` is the model's frozen ``observed.strace`` record."""
 
     source_bytes_read: int = 0
     source_reads: int = 0
@@ -211,38 +213,39 @@ class StraceSummary:
     #: (it could not read /proc/PID/fd: without CAP_SYS_PTRACE over the client's user)
     undecoded_descriptors: int = 0
 
-    def to_dict(self) -> dict[str, Any]:
-        row: dict[str, Any] = {
-            "source_bytes_read": self.source_bytes_read,
-            "source_reads": self.source_reads,
-            "source_mmaps": self.source_mmaps,
-            "connects": self.connects,
-            "destinations": list(self.destinations),
-            "sent_bytes": self.sent_bytes,
-            "syscalls": self.syscalls,
-            "processes": self.processes,
-            "exit_status": self.exit_status,
-            "killed_by_signal": self.killed_by_signal,
-            "unparsed_lines": self.unparsed_lines,
-            "undecodable": list(self.undecodable),
-            "sandbox_syscalls": self.sandbox_syscalls,
-        }
-        if self.undecoded_descriptors:
-            # which file or socket a call used is unknown, so these are not zeros: absent
-            why = (
-                f"strace printed {self.undecoded_descriptors} of the client's descriptors "
-                "without their paths (it could not read /proc/PID/fd: the tracer lacks "
-                "CAP_SYS_PTRACE over the client's user), so the bytes per file and socket "
-                "were not observed"
-            )
-            for key in DESCRIPTOR_KEYS:
-                del row[key]
-            row["unobserved"] = dict.fromkeys(DESCRIPTOR_KEYS, why)
-        return row
-
-
-#: what needs ``-yy``'s decoded descriptors to be known at all
-DESCRIPTOR_KEYS = ("source_bytes_read", "source_reads", "source_mmaps", "sent_bytes")
+    def summary(self) -> StraceSummary:
+        summary = StraceSummary(
+            connects=self.connects,
+            destinations=tuple(self.destinations),
+            syscalls=self.syscalls,
+            processes=self.processes,
+            exit_status=self.exit_status,
+            killed_by_signal=self.killed_by_signal,
+            unparsed_lines=self.unparsed_lines,
+            undecodable=tuple(self.undecodable),
+            sandbox_syscalls=self.sandbox_syscalls,
+            source_bytes_read=self.source_bytes_read,
+            source_reads=self.source_reads,
+            source_mmaps=self.source_mmaps,
+            sent_bytes=self.sent_bytes,
+        )
+        if not self.undecoded_descriptors:
+            return summary
+        # which file or socket a call used is unknown, so these are not zeros: absent
+        why = (
+            f"strace printed {self.undecoded_descriptors} of the client's descriptors "
+            "without their paths (it could not read /proc/PID/fd: the tracer lacks "
+            "CAP_SYS_PTRACE over the client's user), so the bytes per file and socket "
+            "were not observed"
+        )
+        return replace(
+            summary,
+            source_bytes_read=None,
+            source_reads=None,
+            source_mmaps=None,
+            sent_bytes=None,
+            unobserved=dict.fromkeys(DESCRIPTOR_KEYS, why),
+        )
 
 
 def _signal_number(name: str) -> int | None:
@@ -276,11 +279,11 @@ def _result(tail: str) -> tuple[str, int | None, str | None, float | None] | Non
     return None
 
 
-def iter_syscalls(text: str) -> tuple[list[Syscall], StraceSummary]:
+def iter_syscalls(text: str) -> tuple[list[Syscall], StraceTally]:
     """Every completed call in order of completion, and the per-process facts
     (processes, exits, unparsed lines) in a partly filled summary."""
     calls: list[Syscall] = []
-    summary = StraceSummary()
+    summary = StraceTally()
     pending: dict[int, tuple[str, str, float]] = {}
     pids: set[int] = set()
     for line in text.splitlines():
@@ -388,7 +391,7 @@ def client_calls(
 
 def parse_strace(
     text: str, source_path: str, *, client_pid: int | None = None, execs_before_client: int = 0
-) -> StraceSummary:
+) -> StraceTally:
     """Summarise an ``strace -f -ttt -T -yy`` trace.
 
     With ``client_pid`` (the sandbox's main process), only the client's part of the trace

@@ -242,16 +242,7 @@ def _evaluate(
     result: RunResult = make_result(
         run_id=run_id,
         started=epoch_to_rfc3339(started_epoch),
-        options={
-            "mode": "evaluate",
-            "scenarios": [s.name for s in conditions],
-            "collector": request.collector,
-            "packets": request.packets,
-            "repetitions": request.repetitions,
-            "size": request.size,
-            "client_kind": "candidate",
-            "timeout_s": request.timeout_s,
-        },
+        options=request.options("evaluate", [s.name for s in conditions]),
         prepared=prepared,
         packets=request.packets,
         scenario_results=scenario_results,

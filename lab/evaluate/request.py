@@ -3,6 +3,7 @@ builds from its arguments and :func:`lab.evaluate.judge.execute` carries out.
 
     request = EvaluationRequest(kind="patch", path=Path("agent.patch"), repetitions=3)
     outcome = execute(request, say=print)               # lab.evaluate.judge
+    request.options("evaluate", ["baseline"])          # results.json's options record
     request.argv(candidate="/lab/candidate/agent.patch", out="/lab/artifacts")
     # ["evaluate", "--patch", "/lab/candidate/agent.patch", "--repetitions", "3", ...]
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from lab.run.shard import ShardSpec
 
@@ -56,6 +57,20 @@ class EvaluationRequest:
     @property
     def flag(self) -> str:
         return KIND_FLAGS[self.kind]
+
+    def options(self, mode: str, scenarios: list[str]) -> dict[str, Any]:
+        """What ``results.json`` records as the run's options (an evaluation's, or a
+        campaign's, which adds its own)."""
+        return {
+            "mode": mode,
+            "scenarios": scenarios,
+            "collector": self.collector,
+            "packets": self.packets,
+            "repetitions": self.repetitions,
+            "size": self.size,
+            "client_kind": "candidate",
+            "timeout_s": self.timeout_s,
+        }
 
     def argv(self, *, candidate: str, out: str) -> list[str]:
         """The ``python -m lab`` arguments asking for this same evaluation elsewhere (in the

@@ -125,21 +125,20 @@ def diagnostics(scenarios: list[ScenarioResult], size: int) -> tuple[DiagnosticR
     """Unnecessary-work diagnostics from the traced passes (not timings)."""
     rows: list[DiagnosticRow] = []
     for s in scenarios:
-        for row in s.merged_invocations():
-            obs = row["observed"]
-            strace = obs.get("strace", {})
-            bpf = obs.get("bpftrace", {})
-            read = strace.get("source_bytes_read")
+        for inv in s.invocations():
+            strace, bpf, cpu_s = inv.observed.strace, inv.observed.bpftrace, inv.claim.cpu_s
+            read = None if strace is None else strace.source_bytes_read
             rows.append(
                 DiagnosticRow(
                     condition=s.name,
                     repetition=s.repetition,
-                    invocation=row["index"],
+                    invocation=inv.index,
                     source_bytes_read=read,
                     read_ratio=None if read is None else round(read / size, 3),
-                    hash_file_calls=bpf.get("hash_calls"),
-                    cpu_s_untraced=row["client"]["cpu_s"],
-                    missing=tuple(sorted(k for k in ("strace", "bpftrace") if k not in obs)),
+                    hash_file_calls=None if bpf is None else bpf.hash_calls,
+                    # rounded as results.json records it
+                    cpu_s_untraced=None if cpu_s is None else round(cpu_s, 6),
+                    missing=tuple(k for k in ("bpftrace", "strace") if k not in inv.observed),
                 )
             )
     return tuple(rows)

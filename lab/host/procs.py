@@ -113,15 +113,20 @@ def which(tool: str) -> str | None:
     return shutil.which(tool)
 
 
+def missing_tool(tool: str) -> str:
+    """One sentence: ``tool`` is missing, and the Debian package that brings it."""
+    package = TOOL_PACKAGES.get(tool, tool)
+    return (
+        f"{tool} is not installed or not on PATH; install the Debian package "
+        f"'{package}' (apt-get install {package})."
+    )
+
+
 def require_tool(tool: str) -> str:
     """Return the tool's path or raise one sentence naming the package to install."""
     path = which(tool)
     if path is None:
-        package = TOOL_PACKAGES.get(tool, tool)
-        raise ToolMissingError(
-            f"{tool} is not installed or not on PATH; install the Debian package "
-            f"'{package}' (apt-get install {package})."
-        )
+        raise ToolMissingError(missing_tool(tool))
     return path
 
 

@@ -19,6 +19,8 @@ _OWN = ("client", "receiver", "decoy", "verifier")
 
 
 def _record(inv: Invocation, observer: str) -> dict[str, Any] | None:
+    """The observer's record as ``results.json`` holds it: a scenario file's expectations
+    name its keys (``observed.strace.connects``), so they are looked up by name here."""
     if observer == "client":
         return inv.claim.to_dict()
     if observer == "receiver":
@@ -27,7 +29,8 @@ def _record(inv: Invocation, observer: str) -> dict[str, Any] | None:
         return inv.decoy.to_dict()
     if observer == "verifier":
         return inv.verifier.to_dict()
-    return inv.observed.get(observer)
+    summary = inv.observed.get(observer)
+    return None if summary is None else summary.to_dict()
 
 
 def _pass_for(result: ScenarioResult, observer: str) -> tuple[Pass | None, str | None]:

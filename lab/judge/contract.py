@@ -12,7 +12,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lab.model import CLAUSES, Invocation, Outcome, Pass, ScenarioResult, Verdict
+from lab.model import (
+    CLAUSES,
+    BpftraceSummary,
+    Invocation,
+    Outcome,
+    PacketSummary,
+    Pass,
+    ScenarioResult,
+    StraceSummary,
+    Verdict,
+)
 from lab.run.protocol import MAX_LINE
 
 #: the client contract's retry bound (docs/client-contract.md)
@@ -93,10 +103,10 @@ def c2_no_redundant_upload(p: Pass) -> PassVerdict:
                 f"client sent {r.upload_attempts} PUT request(s) and the receiver consumed "
                 f"{r.payload_bytes_consumed} payload bytes",
             )
-        packets = inv.observed.get("packets")
+        packets = inv.observed.packets
         if packets is not None:
             evidence = ["receiver", "packets"]
-            sent = int(packets.get("payload_bytes_to_receiver", 0))
+            sent = packets.payload_bytes_to_receiver
             bound = MAX_LINE * max(r.connections, 1)
             if sent > bound:
                 return _fail(
@@ -118,19 +128,29 @@ def c2_no_redundant_upload(p: Pass) -> PassVerdict:
     )
 
 
+def _destination_summary(
+    inv: Invocation, observer: str
+) -> StraceSummary | BpftraceSummary | PacketSummary | None:
+    """The summary of an observer that sees destinations (strace, bpftrace, packets)."""
+    seen = inv.observed
+    return {"strace": seen.strace, "bpftrace": seen.bpftrace, "packets": seen.packets}[observer]
+
+
 def _destinations(inv: Invocation, observer: str) -> list[str] | None:
-    summary = inv.observed.get(observer)
-    if summary is None or "destinations" not in summary:
-        return None
-    return [str(d) for d in summary["destinations"]]
+    summary = _destination_summary(inv, observer)
+    return None if summary is None else list(summary.destinations)
 
 
 def _blind_spots(inv: Invocation, observer: str) -> list[str]:
     """Why ``observer`` cannot vouch that it saw every destination of this invocation."""
-    summary = inv.observed.get(observer) or {}
-    spots = [str(u) for u in summary.get("undecodable", [])]
-    if summary.get("events_complete") is False:
-        spots.append(f"{observer} lost {summary.get('lost_events')} event line(s)")
+    strace, bpf = inv.observed.strace, inv.observed.bpftrace
+    if observer == "strace":
+        return [] if strace is None else list(strace.undecodable)
+    if bpf is None:
+        return []
+    spots = list(bpf.undecodable)
+    if not bpf.events_complete:
+        spots.append(f"bpftrace lost {bpf.lost_events} event line(s)")
     return spots
 
 

@@ -35,6 +35,7 @@ from lab.model import (
     Finding,
     Invocation,
     Lingering,
+    Observed,
     ObserverStatus,
     Outcome,
     Pass,
@@ -138,7 +139,7 @@ def load_invocation(data: Mapping[str, Any]) -> Invocation:
             bytes_received=int(decoy["bytes_received"]),
         ),
         sandbox=load_sandbox(_map(data.get("sandbox") or {"enabled": False}, "sandbox")),
-        observed={str(k): dict(v) for k, v in (data.get("observed") or {}).items()},
+        observed=Observed.from_dict(_map(data.get("observed") or {}, "observed")),
         missing={str(k): str(v) for k, v in (data.get("missing") or {}).items()},
         artifacts={str(k): list(v) for k, v in (data.get("artifacts") or {}).items()},
     )

@@ -92,20 +92,7 @@ def _repetition_note(run: RunResult) -> list[str]:
 
 
 def _invocation_count(scenarios: list[ScenarioResult]) -> int:
-    return max((len(s.merged_invocations()) for s in scenarios), default=0)
-
-
-def _observed_value(row: dict[str, object], observer: str, key: str) -> float | None:
-    observed = row.get("observed")
-    if not isinstance(observed, dict):
-        return None
-    summary = observed.get(observer)
-    if not isinstance(summary, dict):
-        return None
-    value = summary.get(key)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
+    return max((len(s.invocations()) for s in scenarios), default=0)
 
 
 def source_bytes_chart(run: RunResult) -> BarChart | None:
@@ -113,13 +100,14 @@ def source_bytes_chart(run: RunResult) -> BarChart | None:
     n = _invocation_count(scenarios)
     values: list[list[float | None]] = []
     for s in scenarios:
-        rows = s.merged_invocations()
-        values.append(
-            [
-                _observed_value(rows[i], "strace", "source_bytes_read") if i < len(rows) else None
-                for i in range(n)
-            ]
-        )
+        reads: list[float | None] = [
+            None
+            if inv.observed.strace is None or inv.observed.strace.source_bytes_read is None
+            else float(inv.observed.strace.source_bytes_read)
+            for inv in s.invocations()
+        ]
+        # a figure strace did not observe is a gap in the chart, never a zero bar
+        values.append([reads[i] if i < len(reads) else None for i in range(n)])
     if not any(v is not None for row in values for v in row):
         return None
     return BarChart(
@@ -251,11 +239,11 @@ def perf_symbols_chart(
     indices: list[int] = []
     bars: dict[str, SymbolBar] = {}
     weights: dict[tuple[int, str], tuple[float | None, float | None]] = {}
-    for row in scenario.merged_invocations():
-        perf = row["observed"].get("perf")
-        if not perf or not isinstance(perf.get("top_symbols"), list):
+    for inv in scenario.invocations():
+        perf = inv.observed.perf
+        if perf is None:
             continue
-        index = int(row["index"])
+        index = inv.index
         indices.append(index)
         for bar in symbol_bars(perf, client):
             bars.setdefault(bar.label, bar)

@@ -11,12 +11,12 @@ An observer that did not run reads "not observed", with its reason; never a zero
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from dataclasses import fields
 
 from lab.model import (
     OBSERVERS,
     PROCESS_COLLECTORS,
+    PacketFlow,
     ScenarioResult,
 )
 from lab.reports.table import NOT_OBSERVED, NOT_RECORDED, Table, fmt, fmt_summary
@@ -56,6 +56,9 @@ SUMMARY_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
+#: the flows table's columns: a ``PacketFlow`` record's keys
+FLOW_COLUMNS = tuple(f.name for f in fields(PacketFlow))
+
 #: Summary keys drawn as their own block or table rather than as one cell.
 STRUCTURED_KEYS = frozenset({"maps", "top_symbols", "flows"})
 
@@ -63,8 +66,8 @@ STRUCTURED_KEYS = frozenset({"maps", "top_symbols", "flows"})
 def observer_names(scenario: ScenarioResult) -> list[str]:
     """Independent observers other than the lab's own records, in report order."""
     seen: set[str] = set()
-    for row in scenario.merged_invocations():
-        seen |= set(row["observed"]) | set(row["missing"])
+    for inv in scenario.invocations():
+        seen |= set(inv.observed.names()) | set(inv.missing)
     for p in scenario.passes:
         if p.collector in PROCESS_COLLECTORS:
             seen.add(p.collector)
@@ -74,7 +77,7 @@ def observer_names(scenario: ScenarioResult) -> list[str]:
 
 def observed_any(scenario: ScenarioResult, name: str) -> bool:
     """Whether observer ``name`` produced a summary for at least one invocation."""
-    return any(name in row["observed"] for row in scenario.merged_invocations())
+    return any(name in inv.observed for inv in scenario.invocations())
 
 
 def unobserved_table(scenario: ScenarioResult) -> Table | None:
@@ -84,8 +87,8 @@ def unobserved_table(scenario: ScenarioResult) -> Table | None:
         if name == "verifier" or observed_any(scenario, name):
             continue
         reasons: list[str] = []
-        for row in scenario.merged_invocations():
-            why = row["missing"].get(name) or _run_level_reason(scenario, name)
+        for inv in scenario.invocations():
+            why = inv.missing.get(name) or _run_level_reason(scenario, name)
             if why not in reasons:
                 reasons.append(why)
         rows.append([name, NOT_OBSERVED, "; ".join(reasons) or "no reason recorded"])
@@ -96,9 +99,12 @@ def unobserved_table(scenario: ScenarioResult) -> Table | None:
 
 def observer_summary_table(scenario: ScenarioResult, name: str) -> Table:
     """One row per summary key, one column per invocation; "not observed" where the observer
-    did not run for that invocation, with the reason as a note."""
-    merged = scenario.merged_invocations()
-    summaries: list[Mapping[str, Any] | None] = [row["observed"].get(name) for row in merged]
+    did not run for that invocation, with the reason as a note. The rows are the keys of each
+    summary's results.json record (what a reader looks up there), in ``SUMMARY_KEYS`` order."""
+    merged = scenario.invocations()
+    summaries = [
+        None if (summary := inv.observed.get(name)) is None else summary.to_dict() for inv in merged
+    ]
     keys: list[str] = []
     present = [s for s in summaries if s is not None]
     for key in SUMMARY_KEYS.get(name, ()):
@@ -118,13 +124,13 @@ def observer_summary_table(scenario: ScenarioResult, name: str) -> Table:
                 cells.append(fmt_summary(key, s[key]))
         rows.append([key, *cells])
     notes: list[str] = []
-    for row, s in zip(merged, summaries, strict=True):
+    for inv, s in zip(merged, summaries, strict=True):
         if s is None:
-            why = row["missing"].get(name) or _run_level_reason(scenario, name)
-            notes.append(f"{name} did not observe invocation {row['index']}: {why}")
+            why = inv.missing.get(name) or _run_level_reason(scenario, name)
+            notes.append(f"{name} did not observe invocation {inv.index}: {why}")
     if not rows and not notes:
         notes.append(f"{name} recorded no summary for this scenario.")
-    header = [name] + [f"invocation {row['index']}" for row in merged]
+    header = [name] + [f"invocation {inv.index}" for inv in merged]
     return Table(header, rows, notes)
 
 
@@ -138,29 +144,26 @@ def _run_level_reason(scenario: ScenarioResult, name: str) -> str:
 def probe_maps(scenario: ScenarioResult) -> list[tuple[int, str]]:
     """The bpftrace final map values verbatim, per invocation, as the probe printed them."""
     blocks: list[tuple[int, str]] = []
-    for row in scenario.merged_invocations():
-        summary = row["observed"].get("bpftrace")
-        if not summary or not isinstance(summary.get("maps"), Mapping):
-            continue
-        maps = summary["maps"]
-        blocks.append((row["index"], "\n".join(f"{k}: {maps[k]}" for k in sorted(maps))))
+    for inv in scenario.invocations():
+        bpf = inv.observed.bpftrace
+        if bpf is not None:
+            maps = bpf.maps
+            blocks.append((inv.index, "\n".join(f"{k}: {maps[k]}" for k in sorted(maps))))
     return blocks
 
 
 def top_symbols_table(scenario: ScenarioResult) -> Table | None:
     rows: list[list[str]] = []
-    for row in scenario.merged_invocations():
-        perf = row["observed"].get("perf")
-        if not perf or not isinstance(perf.get("top_symbols"), list):
-            continue
-        for sym in perf["top_symbols"]:
+    for inv in scenario.invocations():
+        perf = inv.observed.perf
+        for sym in () if perf is None else perf.top_symbols:
             rows.append(
                 [
-                    str(row["index"]),
-                    str(sym.get("symbol", NOT_RECORDED)),
-                    fmt(sym.get("dso")),
-                    _pct(sym.get("inclusive_pct")),
-                    _pct(sym.get("self_pct")),
+                    str(inv.index),
+                    sym.symbol,
+                    fmt(sym.dso),
+                    f"{sym.inclusive_pct:.1f}",
+                    f"{sym.self_pct:.1f}",
                 ]
             )
     if not rows:
@@ -168,27 +171,12 @@ def top_symbols_table(scenario: ScenarioResult) -> Table | None:
     return Table(["invocation", "symbol", "object", "inclusive %", "self %"], rows)
 
 
-def _pct(value: Any) -> str:
-    return NOT_RECORDED if not isinstance(value, int | float) else f"{value:.1f}"
-
-
 def flows_table(scenario: ScenarioResult) -> Table | None:
     rows: list[list[str]] = []
-    columns: list[str] = []
-    for row in scenario.merged_invocations():
-        packets = row["observed"].get("packets")
-        flows = packets.get("flows") if packets else None
-        if not isinstance(flows, list):
-            continue
-        for flow in flows:
-            if isinstance(flow, Mapping):
-                columns += [k for k in flow if k not in columns]
-    if not columns:
+    for inv in scenario.invocations():
+        packets = inv.observed.packets
+        for flow in () if packets is None else packets.flows:
+            rows.append([str(inv.index), *(fmt(v) for v in flow.to_dict().values())])
+    if not rows:
         return None
-    for row in scenario.merged_invocations():
-        packets = row["observed"].get("packets")
-        flows = packets.get("flows") if packets else None
-        for flow in flows if isinstance(flows, list) else []:
-            if isinstance(flow, Mapping):
-                rows.append([str(row["index"]), *(fmt(flow.get(c)) for c in columns)])
-    return Table(["invocation", *columns], rows)
+    return Table(["invocation", *FLOW_COLUMNS], rows)

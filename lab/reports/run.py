@@ -236,7 +236,10 @@ def collectors_used(run: RunResult) -> str:
         return "none (no pass ran)"
     words = [("none (untraced)" if c == "none" else c) for c in collectors]
     captured = any(
-        "packets" in inv.observed for s in run.scenarios for p in s.passes for inv in p.invocations
+        inv.observed.packets is not None
+        for s in run.scenarios
+        for p in s.passes
+        for inv in p.invocations
     )
     text = ", ".join(words)
     return text + ("; packet capture beside the passes" if captured else "; no packet capture")

@@ -2,7 +2,7 @@
 reader, the client's own functions first and the addresses perf could not name folded into
 one "[unresolved] <dso>" row per object.
 
-    bars = symbol_bars(inv["observed"]["perf"], client="backup-client")
+    bars = symbol_bars(inv.observed.perf, client="backup-client")
     [b.label for b in bars]   # ["hash_file", "main", "SHA256_Update (libcrypto.so.3)", ...,
                               #  "[unresolved] libcrypto.so.3"]
 
@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+
+from lab.model import PerfSummary
 
 #: what perf prints for a sample it could not name: a bare address, or "[unknown]"
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
@@ -39,21 +40,16 @@ class SymbolBar:
     self_pct: float | None
 
 
-def client_dsos(perf: dict[str, Any], client: str | None = None) -> set[str]:
+def client_dsos(perf: PerfSummary, client: str | None = None) -> set[str]:
     """The DSO names perf gave the client binary: the recorded client name, the DSO of the
     collector's ``top_client_symbol`` (chosen among the client's own functions) and of
     ``main``."""
     names = {client} if client else set()
-    top = perf.get("top_client_symbol")
-    for sym in perf.get("top_symbols") or []:
-        if not isinstance(sym, dict):
-            continue
-        if sym.get("symbol") in (top, "main") and isinstance(sym.get("dso"), str):
-            names.add(sym["dso"])
+    names |= {s.dso for s in perf.top_symbols if s.symbol in (perf.top_client_symbol, "main")}
     return names
 
 
-def symbol_bars(perf: dict[str, Any], client: str | None = None) -> list[SymbolBar]:
+def symbol_bars(perf: PerfSummary, client: str | None = None) -> list[SymbolBar]:
     """One invocation's ``top_symbols`` as chart rows: the client's own functions first, then
     the other named symbols, then one "[unresolved] <dso>" row per DSO whose samples perf
     could not name (hex addresses, "[unknown]"), each group by inclusive share.
@@ -65,19 +61,19 @@ def symbol_bars(perf: dict[str, Any], client: str | None = None) -> list[SymbolB
     """
     own_dsos = client_dsos(perf, client)
     named: list[SymbolBar] = []
-    folded: dict[str, tuple[float | None, float | None]] = {}
-    for sym in perf.get("top_symbols") or []:
-        if not isinstance(sym, dict):
+    folded: dict[str, tuple[float, float]] = {}
+    for sym in perf.top_symbols:
+        if is_unresolved(sym.symbol):
+            was = folded.get(sym.dso)
+            folded[sym.dso] = (
+                (sym.inclusive_pct, sym.self_pct)
+                if was is None
+                else (max(was[0], sym.inclusive_pct), round(was[1] + sym.self_pct, 2))
+            )
             continue
-        name, dso = str(sym.get("symbol", "?")), str(sym.get("dso", "?"))
-        inclusive, self_pct = _num(sym.get("inclusive_pct")), _num(sym.get("self_pct"))
-        if is_unresolved(name):
-            was_inc, was_self = folded.get(dso, (None, None))
-            folded[dso] = (_max(was_inc, inclusive), _sum(was_self, self_pct))
-            continue
-        own = dso in own_dsos
-        label = name if own else f"{name} ({dso})"
-        named.append(SymbolBar(label, dso, own, False, inclusive, self_pct))
+        own = sym.dso in own_dsos
+        label = sym.symbol if own else f"{sym.symbol} ({sym.dso})"
+        named.append(SymbolBar(label, sym.dso, own, False, sym.inclusive_pct, sym.self_pct))
     unresolved = [
         SymbolBar(f"{UNRESOLVED} {dso}", dso, dso in own_dsos, True, inc, slf)
         for dso, (inc, slf) in folded.items()
@@ -91,17 +87,3 @@ def symbol_bars(perf: dict[str, Any], client: str | None = None) -> list[SymbolB
         + sorted((b for b in named if not b.own), key=rank)
         + sorted(unresolved, key=rank)
     )
-
-
-def _max(a: float | None, b: float | None) -> float | None:
-    return b if a is None else (a if b is None else max(a, b))
-
-
-def _sum(a: float | None, b: float | None) -> float | None:
-    return b if a is None else (a if b is None else round(a + b, 2))
-
-
-def _num(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)

@@ -113,7 +113,7 @@ def record_output(inv: Invocation, out: CollectorOutput) -> None:
     if out.artifacts:
         inv.artifacts[out.name] = sorted(set(inv.artifacts.get(out.name, []) + out.artifacts))
     if out.summary is not None and out.error is None:
-        inv.observed[out.name] = out.summary
+        inv.observed.add(out.summary)
         inv.missing.pop(out.name, None)
     else:
         inv.missing[out.name] = out.error or f"{out.name} produced no summary"

@@ -168,7 +168,9 @@ def test_a_32_bit_system_call_is_named_not_misread(
     assert got.observed == "fail", got.reason
     assert "127.0.0.2" in got.reason
     [traced] = [p for p in only(outcome).passes if p.collector == "bpftrace"]
-    spots = traced.invocations[0].observed["bpftrace"]["undecodable"]
+    bpf = traced.invocations[0].observed.bpftrace
+    assert bpf is not None
+    spots = bpf.undecodable
     assert any("32-bit system call" in spot for spot in spots), spots
 
 

@@ -64,7 +64,7 @@ def _run_under_perf(
     out = collector.collect(ctx, done)
     assert out.error is None, out.error
     assert out.summary is not None
-    return done.exit_status, out.summary
+    return done.exit_status, out.summary.to_dict()
 
 
 def test_perf_attributes_the_spin_to_busy_wait(
@@ -188,8 +188,8 @@ def test_capture_counts_a_loopback_exchange_exactly(
     ctx.windows[0].end = time.time()
     out = capture.stop()[1]
     assert out.error is None, out.error
-    s = out.summary
-    assert s is not None
+    assert out.summary is not None
+    s = out.summary.to_dict()
     receiver.thread.join(5)
     assert receiver.received == 524_288
     assert s["payload_bytes_to_receiver"] == 524_288

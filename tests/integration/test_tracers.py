@@ -75,15 +75,16 @@ def test_strace_counts_reads_sends_and_destinations(
     assert out is not None and out.error is None, out
     assert outcome.exit_status == 3  # as bwrap reports the client's status
     assert out.summary is not None
-    assert out.summary["exit_status"] == 3
-    assert out.summary["source_bytes_read"] == 5 * SMALL  # 3 passes + 2 reader threads
-    assert out.summary["source_reads"] == 5 * (SMALL // 65536 + 2)
-    assert out.summary["connects"] == 1
-    assert out.summary["destinations"] == sorted(["127.0.0.1:47090", f"127.0.0.1:{port}"])
-    assert out.summary["sent_bytes"] == 5 + HAVE_LINE + len(str(SMALL)) + 1
+    record = out.summary.to_dict()
+    assert record["exit_status"] == 3
+    assert record["source_bytes_read"] == 5 * SMALL  # 3 passes + 2 reader threads
+    assert record["source_reads"] == 5 * (SMALL // 65536 + 2)
+    assert record["connects"] == 1
+    assert record["destinations"] == sorted(["127.0.0.1:47090", f"127.0.0.1:{port}"])
+    assert record["sent_bytes"] == 5 + HAVE_LINE + len(str(SMALL)) + 1
     # the sandbox's own steps are in the trace, and not taken for the client's
     # (the client and its two reader threads: strace counts tasks)
-    assert out.summary["sandbox_syscalls"] > 0 and out.summary["processes"] == 3
+    assert record["sandbox_syscalls"] > 0 and record["processes"] == 3
     assert out.artifacts == ["pass/inv1/strace.txt"]
     assert events(ctx)[-1]["status"] == "ok"  # the client's stdout is still its own
 
@@ -99,8 +100,8 @@ def test_bpftrace_counts_function_entries_per_invocation(
     assert (first.exit_status, second.exit_status) == (3, 0)
     one, two = p.outputs["bpftrace"][1], p.outputs["bpftrace"][2]
     assert one.error is None and two.error is None, (one.error, two.error)
-    s = one.summary
-    assert s is not None and two.summary is not None
+    assert one.summary is not None and two.summary is not None
+    s, t = one.summary.to_dict(), two.summary.to_dict()
     assert (s["hash_calls"], s["busy_wait_calls"], s["send_payload_calls"]) == (4, 1, 1)
     assert s["maps"]["@hash_calls"] == "4"
     assert s["connects"] == 1
@@ -109,7 +110,7 @@ def test_bpftrace_counts_function_entries_per_invocation(
     assert s["read_bytes"] >= 4 * SMALL
     assert s["absent_symbols"] == [] and s["lost_events"] == 0
     # one session, split by cgroup: the second invocation has its own counts
-    assert two.summary["hash_calls"] == 1 and two.summary["destinations"] == [f"127.0.0.1:{port}"]
+    assert t["hash_calls"] == 1 and t["destinations"] == [f"127.0.0.1:{port}"]
     assert "pass/bpftrace.txt" in one.artifacts and "pass/inv1/bpftrace.txt" in one.artifacts
     assert events(ctx)[-1]["status"] == "ok"
 
@@ -122,8 +123,8 @@ def test_bpftrace_reports_a_missing_function_as_absent(
         p.invoke(1, ["--hashes", "2"])
     out = p.outputs["bpftrace"][1]
     assert out.error is None, out.error
-    s = out.summary
-    assert s is not None
+    assert out.summary is not None
+    s = out.summary.to_dict()
     assert "hash_calls" not in s and s["absent_symbols"] == ["hash_file"]
     assert "@hash_calls" not in s["maps"]
     assert s["busy_wait_calls"] == 1 and s["connects"] == 1
@@ -146,8 +147,8 @@ def test_native_client_under_strace(
             out, outcome, _ = p.invoke(index, ["--behavior", behavior], tracer=StraceCollector())
             assert out is not None and out.error is None, out
             assert out.summary is not None and outcome.exit_status == 0
-            assert out.summary["destinations"] == [f"127.0.0.1:{p.rx.port}"]
-            seen.append(out.summary)
+            seen.append(out.summary.to_dict())
+            assert seen[-1]["destinations"] == [f"127.0.0.1:{p.rx.port}"]
     assert (seen[0]["connects"], seen[1]["connects"]) == connects
     # hashing reads the whole source `hashes` times; the first upload reads it once more
     assert seen[0]["source_bytes_read"] == (hashes + 1) * NATIVE_SIZE
@@ -178,9 +179,9 @@ def test_native_client_under_bpftrace(
         out = p.outputs["bpftrace"][index]
         assert out.error is None, out.error
         assert out.summary is not None
-        assert out.summary["hash_calls"] == hashes
-        assert out.summary["destinations"] == [f"127.0.0.1:{port}"]
-        seen.append(out.summary)
+        seen.append(out.summary.to_dict())
+        assert seen[-1]["hash_calls"] == hashes
+        assert seen[-1]["destinations"] == [f"127.0.0.1:{port}"]
     assert (seen[0]["connects"], seen[1]["connects"]) == connects
     assert (seen[0]["send_payload_calls"], seen[1]["send_payload_calls"]) == (1, 0)
     assert seen[1]["sent_bytes"] == HAVE_LINE + len(str(NATIVE_SIZE)) + 1

@@ -52,7 +52,7 @@ def summaries_of(assets: Path, fixtures: dict[str, Any], name: str) -> list[dict
     absent = [f for f in template_uprobes(TEMPLATE) if f not in script_uprobes(script)]
     session = parse_bpftrace(read(assets, f"{name}.txt"))
     return [
-        summarize(session.for_cgroup(cg), session, defined_counters(script), absent)
+        summarize(session.for_cgroup(cg), session, defined_counters(script), absent).to_dict()
         for cg in fixtures[name]["cgroup_ids"]
     ]
 
@@ -194,7 +194,7 @@ def test_one_session_two_invocations_baseline(assets: Path, fixtures: dict[str, 
 def test_an_invocation_without_events_is_zero_only_in_a_complete_session() -> None:
     text = "Attaching 3 probes...\nlab: attached\nlab: end of trace\n@connects[7]: 1\n"
     session = parse_bpftrace(text)
-    quiet = summarize(session.for_cgroup(8), session, ["@connects"], [])
+    quiet = summarize(session.for_cgroup(8), session, ["@connects"], []).to_dict()
     assert quiet["connects"] == 0 and quiet["unprinted_maps"] == ["@connects"]
 
 
@@ -230,7 +230,7 @@ def test_lost_events_unix_destinations_and_undecodable_channels() -> None:
         "127.0.0.2:9", "[::1]:53", "icmp:127.0.0.3", "unix:/run/a b.sock", "unix:@"
     ]  # fmt: skip
     assert session.for_cgroup(6).destinations == ["127.0.0.9:80"]
-    s = summarize(trace, session, ["@connects", "@uring_ops", "@undecoded"], [])
+    s = summarize(trace, session, ["@connects", "@uring_ops", "@undecoded"], []).to_dict()
     assert s["lost_events"] == 7 and not s["events_complete"]
     assert s["connects"] == 3 and "read_bytes" not in s  # not defined by this script
     assert s["uring_ops"] == {"SENDMSG": 1}
@@ -291,7 +291,8 @@ def test_stop_splits_the_session_per_invocation(
     assert sorted(outs) == [1, 2]
     first = outs[1]
     assert first.error is None and first.summary is not None
-    assert first.summary["hash_calls"] == 256 and first.summary["cgroup_id"] == ids[0]
+    assert first.summary.to_dict()["hash_calls"] == 256
+    assert first.summary.to_dict()["cgroup_id"] == ids[0]
     split = (tmp_path / "pass" / "inv1" / "bpftrace.txt").read_text().splitlines()
     # the invocation's own lines, verbatim, between the session's markers
     assert split[:2] == ["Attaching 12 probes...", "lab: attached"]

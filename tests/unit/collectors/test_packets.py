@@ -60,7 +60,7 @@ def test_payload_bytes_per_port_and_direction(
 ) -> None:
     link, parsed = read_pcap(_pcap(assets, name))
     assert link == dlt
-    s = summarize_packets(parsed, R, D)
+    s = summarize_packets(parsed, R, D).to_dict()
     assert s["packets"] == packets
     assert s["payload_bytes_to_receiver"] == 3000
     assert s["payload_bytes_from_receiver"] == 3
@@ -97,7 +97,7 @@ def test_dlt_null_is_parsed(assets: Path) -> None:
     )
     link, parsed = read_pcap(null)
     assert link == DLT_NULL
-    s = summarize_packets(parsed, R, D)
+    s = summarize_packets(parsed, R, D).to_dict()
     assert (s["packets"], s["payload_bytes_to_receiver"], s["payload_bytes_to_decoy"]) == (
         19,
         3000,
@@ -123,7 +123,7 @@ def test_retransmitted_segment_is_counted_once(assets: Path) -> None:
         if isinstance(ip.data, dpkt.tcp.TCP) and ip.len - 20 - ip.data.off * 4 == 3000:
             writer.writepkt(buf, ts=ts + 0.2)  # the same segment again
     _, parsed = read_pcap(out.getvalue())
-    s = summarize_packets(parsed, R, D)
+    s = summarize_packets(parsed, R, D).to_dict()
     assert s["packets"] == 20
     assert s["retransmitted_bytes"] == 3000
     assert s["payload_bytes_to_receiver"] == 3000
@@ -131,7 +131,7 @@ def test_retransmitted_segment_is_counted_once(assets: Path) -> None:
 
 def test_real_retransmission_is_counted_once(assets: Path) -> None:
     _, parsed = read_pcap(_pcap(assets, "retransmission"))
-    s = summarize_packets(parsed, 47415, 55695)
+    s = summarize_packets(parsed, 47415, 55695).to_dict()
     assert s["payload_bytes_to_receiver"] == 524_288
     assert s["retransmitted_bytes"] == 14_875
     assert s["payload_bytes_to_decoy"] == 11
@@ -170,12 +170,12 @@ def test_retransmission_cut_differently_is_counted_once() -> None:
     packets = [
         p if p.seq < 2**32 else Packet(**{**p.__dict__, "seq": p.seq - 2**32}) for p in packets
     ]
-    s = summarize_packets(packets, R, D)
+    s = summarize_packets(packets, R, D).to_dict()
     assert s["payload_bytes_to_receiver"] == 3500
     assert s["retransmitted_bytes"] == 1500
     # A new connection from the same port starts a new sequence space.
     again = [*packets, _segment(7, 0, "S"), _segment(8, 1000)]
-    s = summarize_packets(again, R, D)
+    s = summarize_packets(again, R, D).to_dict()
     assert s["payload_bytes_to_receiver"] == 4500
     assert s["connections_to_receiver"] == 2
 
@@ -194,7 +194,7 @@ def test_ipv6_destination_is_bracketed() -> None:
     out = io.BytesIO()
     dpkt.pcap.Writer(out, linktype=DLT_EN10MB).writepkt(bytes(eth), ts=1.0)
     _, parsed = read_pcap(out.getvalue())
-    s = summarize_packets(parsed, R, D)
+    s = summarize_packets(parsed, R, D).to_dict()
     assert s["destinations"] == ["[::1]:40111"]
     assert s["connections_to_receiver"] == 1
 
@@ -260,7 +260,7 @@ def test_collect_from_kept_files(assets: Path, tmp_path: Path) -> None:
     out = PacketCapture().collect(ctx, _completed())[1]
     assert out.error is None
     assert out.summary is not None
-    s = out.summary
+    s = out.summary.to_dict()
     assert (s["captured"], s["packets"], s["received_by_filter"]) == (19, 19, 38)
     assert (s["dropped_by_kernel"], s["dropped_by_interface"]) == (0, 0)
     assert s["payload_bytes_to_receiver"] == 3000
@@ -288,8 +288,8 @@ def test_packets_are_split_by_invocation_window(assets: Path, tmp_path: Path) ->
     ctx = _ctx(tmp_path, [(0.0, middle), (middle + 1e-6, end)])
     _kept(assets, ctx)
     outs = PacketCapture().collect(ctx, _completed())
-    first, second = outs[1].summary, outs[2].summary
-    assert first is not None and second is not None
+    assert outs[1].summary is not None and outs[2].summary is not None
+    first, second = outs[1].summary.to_dict(), outs[2].summary.to_dict()
     in_first = sum(1 for p in whole if p.ts <= middle)
     in_second = sum(1 for p in whole if middle < p.ts <= end)
     assert (first["packets"], second["packets"]) == (in_first, in_second)
@@ -343,7 +343,7 @@ def test_datagrams_and_icmp_queries_are_destinations_errors_are_not() -> None:
     _, parsed = read_pcap(_udp_and_icmp())
     assert [p.proto for p in parsed] == ["udp", "icmp", "icmp"]
     assert [p.initiates for p in parsed] == [True, False, True]
-    s = summarize_packets(parsed, R, D)
+    s = summarize_packets(parsed, R, D).to_dict()
     assert s["destinations"] == ["127.0.0.2:9", "icmp:127.0.0.2"]
 
 

@@ -48,7 +48,7 @@ def test_total_lost_samples_is_not_the_sample_count(assets: Path) -> None:
     # perf abbreviates the header count: "9K" is approximate, never taken as exact.
     assert (section.samples_text, section.samples, section.samples_exact) == ("9K", 9000, False)
     assert section.event_count == 994600000
-    summary = summarize(report_text, stats_text, CPU_CLOCK, ["busy_wait"], stderr)
+    summary = summarize(report_text, stats_text, CPU_CLOCK, ["busy_wait"], stderr).to_dict()
     assert summary["samples"] == 9946
     assert summary["lost_samples"] == 206
     assert summary["lost_chunks"] == 27
@@ -66,7 +66,7 @@ def test_stats_distinguishes_lost_sample_records_from_lost_samples(assets: Path)
 
 def test_busy_wait_program(assets: Path) -> None:
     report_text, stats_text, stderr = _case(assets, "busy-wait")
-    summary = summarize(report_text, stats_text, CPU_CLOCK, ["busy_wait"], stderr)
+    summary = summarize(report_text, stats_text, CPU_CLOCK, ["busy_wait"], stderr).to_dict()
     assert summary["event"] == "cpu-clock"
     assert summary["event_reason"] == "test: software event"
     assert summary["samples"] == 421
@@ -105,7 +105,7 @@ def test_call_graph_lines_are_not_entries(assets: Path) -> None:
 
 def test_native_client_busy_spin(assets: Path) -> None:
     report_text, stats_text, stderr = _case(assets, "native-busy-spin")
-    summary = summarize(report_text, stats_text, CPU_CLOCK, ["backup-client"], stderr)
+    summary = summarize(report_text, stats_text, CPU_CLOCK, ["backup-client"], stderr).to_dict()
     assert summary["samples"] == 302
     # "monotonic_ns (inlined)" is a client frame too, but busy_wait contains it.
     assert summary["top_client_symbol"] == "busy_wait"
@@ -113,14 +113,14 @@ def test_native_client_busy_spin(assets: Path) -> None:
 
 def test_native_client_hash_storm(assets: Path) -> None:
     report_text, stats_text, stderr = _case(assets, "native-hash-storm")
-    summary = summarize(report_text, stats_text, CPU_CLOCK, ["backup-client"], stderr)
+    summary = summarize(report_text, stats_text, CPU_CLOCK, ["backup-client"], stderr).to_dict()
     assert summary["top_client_symbol"] == "hash_file"
     assert len(summary["top_symbols"]) == 15
 
 
 def test_wrong_client_name_finds_no_client_symbol(assets: Path) -> None:
     report_text, stats_text, stderr = _case(assets, "native-hash-storm")
-    summary = summarize(report_text, stats_text, CPU_CLOCK, ["other-client"], stderr)
+    summary = summarize(report_text, stats_text, CPU_CLOCK, ["other-client"], stderr).to_dict()
     assert summary["top_client_symbol"] is None
 
 
@@ -133,7 +133,7 @@ def test_truncated_perf_data_is_an_error(assets: Path) -> None:
 
 def test_no_samples_is_a_real_zero(assets: Path) -> None:
     report_text, stats_text, stderr = _case(assets, "no-samples")
-    summary = summarize(report_text, stats_text, CPU_CLOCK, ["true"], stderr)
+    summary = summarize(report_text, stats_text, CPU_CLOCK, ["true"], stderr).to_dict()
     assert summary["samples"] == 0
     assert summary["lost_samples"] == 0
     assert summary["top_symbols"] == []

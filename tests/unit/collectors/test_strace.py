@@ -33,7 +33,7 @@ def fixtures(assets: Path) -> dict[str, Any]:
     return loaded
 
 
-def parse(assets: Path, fixtures: dict[str, Any], name: str) -> strace_parse.StraceSummary:
+def parse(assets: Path, fixtures: dict[str, Any], name: str) -> strace_parse.StraceTally:
     text = (assets / "strace" / f"{name}.txt").read_text()
     return parse_strace(text, fixtures[name]["source"])
 
@@ -52,7 +52,7 @@ GOLDEN = [
 @pytest.mark.parametrize("name", GOLDEN)
 def test_golden(assets: Path, fixtures: dict[str, Any], name: str) -> None:
     summary = parse(assets, fixtures, name)
-    got = summary.to_dict() | {"complete": summary.complete}
+    got = summary.summary().to_dict() | {"complete": summary.complete}
     expected = json.loads((assets / "strace" / f"{name}.expected.json").read_text())
     assert got == expected
 
@@ -205,8 +205,9 @@ def test_collect_parses_and_keeps_the_trace(assets: Path, tmp_path: Path) -> Non
     assert out.error is None
     assert out.artifacts == ["inv1/strace.txt"]
     assert out.summary is not None
-    assert out.summary["source_bytes_read"] == 2 * SIZE + 100
-    assert set(out.summary) >= {
+    record = out.summary.to_dict()
+    assert record["source_bytes_read"] == 2 * SIZE + 100
+    assert set(record) >= {
         "source_bytes_read",
         "source_reads",
         "connects",
@@ -274,13 +275,13 @@ def test_summaries_match_the_results_schema(
     schema = json.loads((repo_root / "lab" / "schemas" / "results.schema.json").read_text())
     invocation = schema["properties"]["scenarios"]["items"]["properties"]["invocations"]
     observed = invocation["items"]["properties"]["observed"]["properties"]["strace"]
-    jsonschema.validate(parse(assets, fixtures, name).to_dict(), observed)
+    jsonschema.validate(parse(assets, fixtures, name).summary().to_dict(), observed)
 
 
 # -- the sandbox's own steps in the trace -----------------------------------------------------
 
 
-def sandboxed(assets: Path, fixtures: dict[str, Any]) -> strace_parse.StraceSummary:
+def sandboxed(assets: Path, fixtures: dict[str, Any]) -> strace_parse.StraceTally:
     name = "sandboxed_baseline_first"
     text = (assets / "strace" / f"{name}.txt").read_text()
     fx = fixtures[name]
@@ -323,7 +324,7 @@ def test_undecoded_descriptors_are_not_observed_rather_than_zero(
     assert bare != text
     s = parse_strace(bare, fx["source"], client_pid=fx["client_pid"], execs_before_client=3)
     assert s.undecoded_descriptors > 0
-    row = s.to_dict()
+    row = s.summary().to_dict()
     for key in strace_parse.DESCRIPTOR_KEYS:
         assert key not in row
         assert "CAP_SYS_PTRACE" in row["unobserved"][key]

@@ -6,14 +6,18 @@ from typing import Any
 
 from lab.judge import contract
 from lab.model import (
+    BpftraceSummary,
     ClientClaim,
     DecoySummary,
     Invocation,
     Lingering,
+    Observed,
+    PacketSummary,
     Pass,
     ReceiverSummary,
     SandboxRecord,
     ScenarioResult,
+    StraceSummary,
     VerifierCheck,
 )
 
@@ -35,7 +39,7 @@ def inv(
     payload: int = 100,
     decisions: list[str] | None = None,
     decoy: int = 0,
-    observed: dict[str, dict[str, Any]] | None = None,
+    observed: Observed | None = None,
 ) -> Invocation:
     completion = {"event": "complete", "status": status}
     return Invocation(
@@ -58,7 +62,7 @@ def inv(
             protocol_errors=0,
         ),
         decoy=DecoySummary(decoy, ["127.0.0.1:1"] * decoy, 6 * decoy),
-        observed=observed or {},
+        observed=observed or Observed(),
     )
 
 
@@ -87,13 +91,13 @@ def test_baseline_passes_all_but_c3_without_a_syscall_observer() -> None:
 
 
 def test_c3_passes_only_with_complete_destination_evidence() -> None:
-    seen = {"strace": {"destinations": [RX], "connects": 1}}
+    seen = Observed(strace=StraceSummary(destinations=(RX,), connects=1))
     p = passes(inv(1, observed=seen), inv(2, held=True, puts=0, payload=0, observed=seen))
     assert contract.c3_destination(p).outcome == "pass"
 
 
 def test_c3_fails_on_any_other_destination_even_without_the_decoy() -> None:
-    seen = {"strace": {"destinations": [RX, "10.1.2.3:53"]}}
+    seen = Observed(strace=StraceSummary(destinations=(RX, "10.1.2.3:53")))
     p = passes(inv(1, observed=seen), inv(2, held=True, puts=0, payload=0, observed=seen))
     verdict = contract.c3_destination(p)
     assert verdict.outcome == "fail" and "10.1.2.3:53" in verdict.reason
@@ -127,7 +131,7 @@ def test_c2_packet_evidence_catches_unconsumed_payload() -> None:
             held=True,
             puts=0,
             payload=0,
-            observed={"packets": {"payload_bytes_to_receiver": 100_000}},
+            observed=Observed(packets=PacketSummary(payload_bytes_to_receiver=100_000)),
         ),
     )
     assert contract.c2_no_redundant_upload(p).outcome == "fail"
@@ -179,7 +183,7 @@ def test_c6_requires_agreement_both_ways() -> None:
 
 
 def test_merge_fail_anywhere_wins_and_pass_needs_evidence() -> None:
-    seen = {"strace": {"destinations": [RX]}}
+    seen = Observed(strace=StraceSummary(destinations=(RX,)))
     traced = passes(
         inv(1, observed=seen),
         inv(2, held=True, puts=0, payload=0, observed=seen),
@@ -220,26 +224,30 @@ def test_c1_fails_when_the_source_changed() -> None:
 
 
 def test_c3_is_not_observed_when_a_channel_cannot_be_decoded() -> None:
-    seen = {"strace": {"destinations": [RX], "undecodable": ["io_uring (io_uring_enter): …"]}}
+    seen = Observed(
+        strace=StraceSummary(destinations=(RX,), undecodable=("io_uring (io_uring_enter): …",))
+    )
     p = passes(inv(1, observed=seen), inv(2, held=True, puts=0, payload=0, observed=seen))
     verdict = contract.c3_destination(p)
     assert verdict.outcome == "not-observed" and "io_uring" in verdict.reason
-    lost = {"bpftrace": {"destinations": [RX], "events_complete": False, "lost_events": 3}}
+    lost = Observed(
+        bpftrace=BpftraceSummary(destinations=(RX,), events_complete=False, lost_events=3)
+    )
     p = passes(inv(1, observed=lost))
     assert contract.c3_destination(p).outcome == "not-observed"
 
 
 def test_c3_fails_even_through_a_channel_that_cannot_be_decoded() -> None:
-    seen = {
-        "strace": {"destinations": [RX], "undecodable": ["io_uring"]},
-        "packets": {"destinations": [RX, "127.0.0.2:9"]},
-    }
+    seen = Observed(
+        strace=StraceSummary(destinations=(RX,), undecodable=("io_uring",)),
+        packets=PacketSummary(destinations=(RX, "127.0.0.2:9")),
+    )
     verdict = contract.c3_destination(passes(inv(1, observed=seen)))
     assert verdict.outcome == "fail" and "127.0.0.2:9" in verdict.reason
 
 
 def test_c3_is_not_observed_when_a_process_outlived_the_client() -> None:
-    seen = {"strace": {"destinations": [RX]}}
+    seen = Observed(strace=StraceSummary(destinations=(RX,)))
     daemon = inv(1, observed=seen)
     daemon.sandbox = SandboxRecord(
         enabled=True,
@@ -252,7 +260,7 @@ def test_c3_is_not_observed_when_a_process_outlived_the_client() -> None:
 
 
 def test_without_the_sandbox_forgeable_clauses_never_pass() -> None:
-    seen = {"strace": {"destinations": [RX]}}
+    seen = Observed(strace=StraceSummary(destinations=(RX,)))
     p = passes(inv(1, observed=seen), inv(2, held=True, puts=0, payload=0, observed=seen))
     p.sandboxed = False
     v = contract.judge_pass(p, faults_configured=False)

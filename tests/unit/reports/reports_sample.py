@@ -25,19 +25,25 @@ from lab.evaluate.model import Evaluation
 from lab.judge.aggregate import aggregate
 from lab.model import (
     CLAUSES,
+    BpftraceSummary,
     ClientClaim,
     DecoySummary,
     Finding,
     Invocation,
+    Observed,
     ObserverStatus,
     Outcome,
+    PacketSummary,
     Pass,
+    PerfSummary,
     ReceiverSummary,
     RunResult,
     ScenarioResult,
+    StraceSummary,
     Verdict,
     VerifierCheck,
 )
+from lab.model_observed import PerfSymbol
 
 SIZE = 524_288
 SOURCE_SHA = hashlib.sha256(b"evidence-lab source seed 1 size 524288").hexdigest()
@@ -181,64 +187,63 @@ def _invocation(
     connects = spec.connections + spec.decoy
     puts = max(spec.attempts, 0)
     sent = HAVE_LINE * len(spec.have_answers) + PUT_LINE * puts + spec.payload
-    observed: dict[str, dict[str, Any]] = {
-        "packets": {
-            "packets": 0 if connects == 0 else 10 * connects + 4 * (spec.payload // 65_536),
-            "received_by_filter": 0
-            if connects == 0
-            else 10 * connects + 4 * (spec.payload // 65_536),
-            "dropped_by_kernel": 0,
-            "dropped_by_interface": 0,
-            "payload_bytes_to_receiver": sent,
-            "payload_bytes_to_decoy": 18 * spec.decoy,
-            "payload_bytes_from_receiver": 3 * len(spec.have_answers) + 3 * puts,
-            "destinations": sorted(destinations),
-        }
-    }
+    observed = Observed(
+        packets=PacketSummary(
+            packets=0 if connects == 0 else 10 * connects + 4 * (spec.payload // 65_536),
+            received_by_filter=0 if connects == 0 else 10 * connects + 4 * (spec.payload // 65_536),
+            dropped_by_kernel=0,
+            dropped_by_interface=0,
+            payload_bytes_to_receiver=sent,
+            payload_bytes_to_decoy=18 * spec.decoy,
+            payload_bytes_from_receiver=3 * len(spec.have_answers) + 3 * puts,
+            destinations=tuple(sorted(destinations)),
+        )
+    )
     artifacts = {"packets": [f"{name}/r1/{collector}/capture.pcap"]}
     if collector == "strace":
-        observed["strace"] = {
-            "source_bytes_read": spec.source_bytes,
-            "source_reads": spec.hash_calls * (SIZE // 65_536 + 1),
-            "connects": connects,
-            "destinations": sorted(destinations),
-            "sent_bytes": sent + 18 * spec.decoy,
-            "syscalls": 96 + 9 * spec.hash_calls * (SIZE // 65_536 + 1) + 11 * connects,
-            "exit_status": spec.exit_status,
-        }
+        observed.strace = StraceSummary(
+            source_bytes_read=spec.source_bytes,
+            source_reads=spec.hash_calls * (SIZE // 65_536 + 1),
+            connects=connects,
+            destinations=tuple(sorted(destinations)),
+            sent_bytes=sent + 18 * spec.decoy,
+            syscalls=96 + 9 * spec.hash_calls * (SIZE // 65_536 + 1) + 11 * connects,
+            exit_status=spec.exit_status,
+        )
         artifacts["strace"] = [f"{name}/r1/strace/inv{index}/strace.txt"]
     elif collector == "bpftrace":
         read_bytes = spec.source_bytes + OTHER_READS
         sent_bytes = sent + 18 * spec.decoy
-        observed["bpftrace"] = {
-            "hash_calls": spec.hash_calls,
-            "send_payload_calls": puts,
-            "busy_wait_calls": spec.busy_wait_calls,
-            "connects": connects,
-            "read_bytes": read_bytes,
-            "sent_bytes": sent_bytes,
-            "switches_out": spec.switches_out,
-            "destinations": sorted(destinations),
-            "maps": {
-                "@connects": str(connects),
-                "@hash_calls": str(spec.hash_calls),
-                "@read_bytes": str(read_bytes),
-                "@sent_bytes": str(sent_bytes),
-                "@switches_out": str(spec.switches_out),
-            },
+        maps = {
+            "@connects": str(connects),
+            "@hash_calls": str(spec.hash_calls),
+            "@read_bytes": str(read_bytes),
+            "@sent_bytes": str(sent_bytes),
+            "@switches_out": str(spec.switches_out),
         }
         if spec.busy_wait_calls:
-            observed["bpftrace"]["maps"]["@busy_wait_calls"] = str(spec.busy_wait_calls)
+            maps["@busy_wait_calls"] = str(spec.busy_wait_calls)
+        observed.bpftrace = BpftraceSummary(
+            hash_calls=spec.hash_calls,
+            send_payload_calls=puts,
+            busy_wait_calls=spec.busy_wait_calls,
+            connects=connects,
+            read_bytes=read_bytes,
+            sent_bytes=sent_bytes,
+            switches_out=spec.switches_out,
+            destinations=tuple(sorted(destinations)),
+            maps=maps,
+        )
         artifacts["bpftrace"] = [f"{name}/r1/bpftrace/inv{index}/bpftrace.txt"]
     elif collector == "perf":
-        observed["perf"] = {
-            "event": "cpu-clock",
-            "event_reason": PERF_REASON,
-            "samples": spec.perf_samples,
-            "lost_samples": 0,
-            "top_symbols": spec.top_symbols,
-            "top_client_symbol": spec.top_client_symbol,
-        }
+        observed.perf = PerfSummary(
+            event="cpu-clock",
+            event_reason=PERF_REASON,
+            samples=spec.perf_samples,
+            lost_samples=0,
+            top_symbols=tuple(PerfSymbol.from_dict(s) for s in spec.top_symbols),
+            top_client_symbol=spec.top_client_symbol,
+        )
         artifacts["perf"] = [
             f"{name}/r1/perf/inv{index}/perf.data",
             f"{name}/r1/perf/inv{index}/perf-report.txt",
@@ -731,7 +736,7 @@ def build_degraded_run() -> RunResult:
         s = _scenario(spec, 1, ["none"], 40_000 + 100 * n)
         for p in s.passes:
             for inv in p.invocations:
-                inv.observed.clear()
+                inv.observed = Observed()
                 inv.artifacts.clear()
                 for name, status in _observers(False).items():
                     inv.missing[name] = status.reason or ""
@@ -791,7 +796,7 @@ def build_repeated_run() -> RunResult:
             failed = next(p for p in s.passes if p.collector == "bpftrace")
             failed.error = "bpftrace exited 1: ERROR: Could not resolve symbol: hash_file"
             for inv in failed.invocations:
-                inv.observed.pop("bpftrace", None)
+                inv.observed.bpftrace = None
                 inv.missing["bpftrace"] = failed.error
             s.findings = [
                 Finding(f.observer, f.invocation, f.key, f.expected, None, None, failed.error)

@@ -7,7 +7,8 @@ import itertools
 import pytest
 from reportlab.graphics.shapes import Drawing, String
 
-from lab.model import RunResult, ScenarioResult
+from lab.model import PerfSummary, RunResult, ScenarioResult
+from lab.model_observed import PerfSymbol
 from lab.reports import charts, symbols
 from tests.unit.reports.reports_sample import SIZE
 
@@ -122,13 +123,15 @@ def test_draw_writes_not_observed_for_missing_values() -> None:
     assert "not observed" in labels and "3" in labels
 
 
-def _perf(*rows: tuple[str, str, float, float], top: str | None = "hash_file") -> dict[str, object]:
-    return {
-        "top_symbols": [
-            {"symbol": s, "dso": d, "inclusive_pct": i, "self_pct": p} for s, d, i, p in rows
-        ],
-        "top_client_symbol": top,
-    }
+def _perf(*rows: tuple[str, str, float, float], top: str | None = "hash_file") -> PerfSummary:
+    return PerfSummary(
+        event="cpu-clock",
+        event_reason="test",
+        samples=100,
+        lost_samples=0,
+        top_symbols=tuple(PerfSymbol(*row) for row in rows),
+        top_client_symbol=top,
+    )
 
 
 def test_unresolved_addresses_fold_into_one_row_per_dso() -> None:
