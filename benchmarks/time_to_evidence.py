@@ -8,7 +8,8 @@ min/max, and the ratio of the second to the first) for:
 1. ``lab run --all --collector none --packets off`` (untraced; the whole run: passes,
    reports, signed archive);
 2. ``lab run --all --collector all --packets required`` (every observer);
-3. from that full run's results.json: the wall a bpftrace-traced invocation adds over the
+   (``--modes bpftrace``: ``--collector bpftrace --packets off``, bpftrace's session alone);
+3. from a traced run's results.json: the wall a bpftrace-traced invocation adds over the
    same invocation untraced (median over every invocation, ms).
 
     python benchmarks/time_to_evidence.py --base HEAD~5 --head HEAD --rounds 3 \
@@ -41,7 +42,11 @@ ROOT = Path(__file__).resolve().parent.parent
 MODES = {
     "untraced run --all": ["--collector", "none", "--packets", "off"],
     "traced run --all": ["--collector", "all", "--packets", "required"],
+    # bpftrace alone: its once-per-pass session start and stop, isolated from the others
+    "bpftrace run --all": ["--collector", "bpftrace", "--packets", "off"],
 }
+#: the modes measured unless --modes names others
+DEFAULT_MODES = ("untraced run --all", "traced run --all")
 
 
 def checkout(rev: str, into: Path) -> Path:
@@ -107,6 +112,12 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="measured rounds per mode")
     parser.add_argument("--warmup", type=int, default=1, help="unmeasured rounds first")
     parser.add_argument("--skip-traced", action="store_true", help="only the untraced mode")
+    parser.add_argument(
+        "--modes",
+        default=",".join(m.split()[0] for m in DEFAULT_MODES),
+        help="which of untraced, traced, bpftrace to measure (comma-separated; default "
+        "untraced,traced)",
+    )
     parser.add_argument("--json", type=Path, help="also write the table as JSON here")
     parser.add_argument("--base-args", default="", help="extra lab run arguments, base side")
     parser.add_argument("--head-args", default="", help="extra lab run arguments, head side")
@@ -124,8 +135,9 @@ def main() -> int:
             for side, rev in (("base", args.base), ("head", args.head))
         }
         try:
+            wanted = {w.strip() for w in args.modes.split(",")}
             for name, mode in MODES.items():
-                if args.skip_traced and name.startswith("traced"):
+                if name.split()[0] not in wanted or (args.skip_traced and "untraced" not in name):
                     continue
                 walls: dict[str, list[float]] = {"base": [], "head": []}
                 added: dict[str, list[float]] = {"base": [], "head": []}
@@ -151,8 +163,8 @@ def main() -> int:
                 b, h = row["base"]["median"], row["head"]["median"]
                 row["ratio_head_to_base"] = round(h / b, 3) if b and h else None
                 table[name] = row
-                if name.startswith("traced"):
-                    table["bpftrace added wall per invocation (ms)"] = {
+                if not name.startswith("untraced"):
+                    table[f"bpftrace added wall per invocation (ms), {name.split()[0]}"] = {
                         side: summary(v) for side, v in added.items()
                     }
         finally:
