@@ -20,7 +20,7 @@ Where the instrument check and the timing rounds happen:
   and each shard's verdicts come from its own machine, so each must earn them. Shard 1's
   check is the merged run's (where an unsharded run keeps it); every shard's is kept under
   ``shards/<I>/`` and a refusal on any machine refuses the merged evaluation.
-* The **untimed rounds** run in shard 1 only, after its judged units, in the same process:
+* The (untraced) **timing rounds** run in shard 1 only, after its judged units, in the same process:
   one machine's alternated baseline/candidate/floor rounds give one ratio, whereas ratios
   measured on N different CPUs cannot be pooled, and N machines would spend N times the
   rounds for no better figure. Nothing else of the lab runs beside them on that machine
