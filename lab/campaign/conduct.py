@@ -406,7 +406,6 @@ def _in_image(request: CampaignRequest) -> CampaignOutcome:
     import shlex
 
     from lab.container import run as container
-    from lab.container.engine import Context
 
     mounts: list[tuple[Path, str]] = []
     task_host = request.task_path.resolve()
@@ -421,11 +420,12 @@ def _in_image(request: CampaignRequest) -> CampaignOutcome:
         words.append(word)
     moved = CampaignRequest(**{**request.__dict__, "agent_cmd": shlex.join(words)})
     argv = moved.argv(task=mounts[0][1], out=container.CONTAINER_ARTIFACTS)
-    ctx = Context.for_repo(REPO, artifacts=request.out.resolve(), human_on_stderr=request.json)
-    if not request.json:
-        done = container.run_lab(ctx, argv, mounts=tuple(mounts), forward_env=request.agent_env)
-        return CampaignOutcome(exit_status=int(done.exit_status or 0))
-    done, document = container.run_lab_json(
-        ctx, argv, mounts=tuple(mounts), forward_env=request.agent_env
+    status, document = container.delegate(
+        REPO,
+        argv,
+        out=request.out,
+        json_document=request.json,
+        mounts=tuple(mounts),
+        forward_env=request.agent_env,
     )
-    return CampaignOutcome(exit_status=int(done.exit_status or 0), document=document)
+    return CampaignOutcome(exit_status=status, document=document)

@@ -395,6 +395,26 @@ def run_lab_json(
     return done, document if isinstance(document, dict) else None
 
 
+def delegate(
+    root: Path,
+    args: Sequence[str],
+    *,
+    out: Path,
+    json_document: bool,
+    mounts: Sequence[tuple[Path, str]] = (),
+    forward_env: Sequence[str] = (),
+) -> tuple[int, dict[str, Any] | None]:
+    """Hand ``python -m lab ARGS`` (an ``evaluate`` or ``campaign`` asked for outside the
+    image) to the lab image, the artifacts landing in ``out``: its exit status, and with
+    ``json_document`` (``ARGS`` then hold ``--json``) its document, progress on stderr."""
+    ctx = Context.for_repo(root, artifacts=out.resolve(), human_on_stderr=json_document)
+    if not json_document:
+        done = run_lab(ctx, args, mounts=mounts, forward_env=forward_env)
+        return int(done.exit_status or 0), None
+    done, document = run_lab_json(ctx, args, mounts=mounts, forward_env=forward_env)
+    return int(done.exit_status or 0), document
+
+
 def shell_argv(
     ctx: Context, identity: Mapping[str, Any], engine_info: Engine, *, privileged: bool = False
 ) -> list[str]:

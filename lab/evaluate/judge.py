@@ -264,19 +264,16 @@ def _in_image(request: EvaluationRequest) -> EvaluationOutcome:
     """Run this very evaluation inside the lab image (built and cached by lab.container),
     with the candidate mounted read-only; the archive lands in the host's --out."""
     from lab.container import run as container
-    from lab.container.engine import Context
 
     host: Path = request.path.resolve()
     if not host.exists():
         raise UsageError(f"{host}: no such file or directory; give the candidate's path.")
     inside = f"/lab/candidate/{host.name}"
     argv = request.argv(candidate=inside, out=container.CONTAINER_ARTIFACTS)
-    ctx = Context.for_repo(REPO, artifacts=request.out.resolve(), human_on_stderr=request.json)
-    if not request.json:
-        done = container.run_lab(ctx, argv, mounts=((host, inside),))
-        return EvaluationOutcome(exit_status=int(done.exit_status or 0))
-    done, document = container.run_lab_json(ctx, argv, mounts=((host, inside),))
-    return EvaluationOutcome(exit_status=int(done.exit_status or 0), document=document)
+    status, document = container.delegate(
+        REPO, argv, out=request.out, json_document=request.json, mounts=((host, inside),)
+    )
+    return EvaluationOutcome(exit_status=status, document=document)
 
 
 def check_instrument(
