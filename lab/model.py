@@ -26,6 +26,7 @@ from lab.model_invocation import (
     Pass,
     ReceiverSummary,
     SandboxRecord,
+    SharedSession,
     VerifierCheck,
 )
 from lab.model_observed import (
@@ -67,6 +68,7 @@ __all__ = [
     "RunResult",
     "SandboxRecord",
     "ScenarioResult",
+    "SharedSession",
     "StraceSummary",
     "Verdict",
     "VerifierCheck",

@@ -13,6 +13,7 @@ beside the scenario- and run-level ones, and each ``to_dict()`` is its part of
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -253,6 +254,43 @@ class Invocation:
 
 
 @dataclass
+class SharedSession:
+    """A session collector that several passes shared (one bpftrace attached once for
+    every pass of its phase, ``lab.run.phases``): what each of those passes records."""
+
+    collector: str
+    #: the session's raw output, run-relative (script, symbols, whole output, stderr)
+    directory: str
+    #: how many passes and invocation cgroups it observed
+    passes: int
+    invocations: int
+    #: wall time to attach and to stop; None until measured (the session failed to start)
+    attach_s: float | None = None
+    stop_s: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "collector": self.collector,
+            "directory": self.directory,
+            "passes": self.passes,
+            "invocations": self.invocations,
+            "attach_s": None if self.attach_s is None else round(self.attach_s, 6),
+            "stop_s": None if self.stop_s is None else round(self.stop_s, 6),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SharedSession:
+        return cls(
+            collector=str(data["collector"]),
+            directory=str(data["directory"]),
+            passes=int(data["passes"]),
+            invocations=int(data["invocations"]),
+            attach_s=data.get("attach_s"),
+            stop_s=data.get("stop_s"),
+        )
+
+
+@dataclass
 class Pass:
     """One complete execution of a scenario (fresh state, every invocation) under one
     process collector (``none`` = untraced). Tracers change execution, so they never share
@@ -283,6 +321,9 @@ class Pass:
     #: the pass ran while another pass was running (``--jobs N``, lab.run.schedule): its
     #: wall and CPU figures were measured beside it
     concurrent: bool = False
+    #: the pass's tracer was a session shared with other passes (attached once for all of
+    #: them); None: the pass had its own, or its tracer wraps each invocation
+    session: SharedSession | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -291,6 +332,7 @@ class Pass:
             "sandboxed": self.sandboxed,
             "netns": self.netns,
             "concurrent": self.concurrent,
+            "session": None if self.session is None else self.session.to_dict(),
             "receiver_address": self.receiver_address,
             "decoy_address": self.decoy_address,
             "preload_sha256": self.preload_sha256,

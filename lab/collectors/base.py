@@ -68,24 +68,32 @@ class Window:
 
 
 @dataclass
-class PassContext:
-    """Everything a session collector needs about the pass it observes."""
+class SessionContext:
+    """What a session collector attached to invocation cgroups needs: where its raw output
+    goes, the client it probes and the invocations it observes. One pass, or several passes
+    that share one bpftrace session (``lab.run.phases``)."""
 
     run_dir: Path
-    #: the pass's evidence directory (session-level raw output goes here)
+    #: the session's evidence directory (session-level raw output goes here)
     out_dir: Path
     client_path: Path
-    source_path: Path
-    receiver_address: tuple[str, int]
-    decoy_address: tuple[str, int]
     log: CommandLog
-    #: the prefix that runs a command inside the pass's network namespace (empty: none)
-    netns_argv: list[str]
     #: one per invocation, in order; start/end filled as each one runs
     windows: list[Window]
 
     def relative(self, path: Path) -> str:
         return str(path.resolve().relative_to(self.run_dir.resolve()))
+
+
+@dataclass
+class PassContext(SessionContext):
+    """Everything a session collector needs about the one pass it observes."""
+
+    source_path: Path
+    receiver_address: tuple[str, int]
+    decoy_address: tuple[str, int]
+    #: the prefix that runs a command inside the pass's network namespace (empty: none)
+    netns_argv: list[str]
 
 
 @dataclass

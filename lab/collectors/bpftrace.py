@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-from lab.collectors.base import CollectorOutput, PassContext, SessionCollector
+from lab.collectors.base import CollectorOutput, SessionCollector, SessionContext, Window
 from lab.collectors.bpftrace_parse import ATTACHING, BpftraceTrace, parse_bpftrace, summarize
 from lab.collectors.bpftrace_script import (
     DEFAULT_SCRIPT,
@@ -74,11 +74,19 @@ class BpftraceSession(SessionCollector):
 
     name: ClassVar[str] = "bpftrace"
 
-    def __init__(self, *, script: Path = DEFAULT_SCRIPT, ready_timeout_s: float = READY_TIMEOUT_S):
+    def __init__(
+        self,
+        *,
+        script: Path = DEFAULT_SCRIPT,
+        ready_timeout_s: float = READY_TIMEOUT_S,
+        scope: str = "one pass",
+    ):
         self.script = script
+        #: what the session observes, as the command log names it
+        self.scope = scope
         self.ready_timeout_s = ready_timeout_s
         self._bg: procs.Background | None = None
-        self._ctx: PassContext | None = None
+        self._ctx: SessionContext | None = None
         self._rendered: RenderedScript | None = None
 
     @classmethod
@@ -95,7 +103,7 @@ class BpftraceSession(SessionCollector):
             reason = _attach_test(path, Path(tmp), detail)
         return ObserverStatus(reason is None, reason, detail)
 
-    def _paths(self, ctx: PassContext) -> tuple[Path, Path, Path, Path]:
+    def _paths(self, ctx: SessionContext) -> tuple[Path, Path, Path, Path]:
         return (
             ctx.out_dir / SCRIPT_NAME,
             ctx.out_dir / OUTPUT_NAME,
@@ -103,7 +111,7 @@ class BpftraceSession(SessionCollector):
             ctx.out_dir / SYMBOLS_NAME,
         )
 
-    def start(self, ctx: PassContext) -> None:
+    def start(self, ctx: SessionContext) -> None:
         self._ctx = ctx
         binary = str(ctx.client_path)
         check_attach_path(binary)
@@ -118,7 +126,7 @@ class BpftraceSession(SessionCollector):
         tool = procs.require_tool("bpftrace")
         self._bg = procs.Background(
             [tool, "-o", str(out), str(script)],
-            purpose="bpftrace session for one pass (every invocation's cgroup)",
+            purpose=f"bpftrace session for {self.scope} (every invocation's cgroup)",
             log=ctx.log,
             tool="bpftrace",
             stderr=err,
@@ -145,9 +153,18 @@ class BpftraceSession(SessionCollector):
         )
 
     def stop(self) -> dict[int, CollectorOutput]:
+        """Detach and split: one output per invocation index of the pass."""
+        return {window.index: out for window, out in self._finish()}
+
+    def stop_by_cgroup(self) -> dict[int, CollectorOutput]:
+        """Detach and split, for a session shared by several passes (whose invocation
+        indexes repeat): one output per invocation cgroup id."""
+        return {window.cgroup_id or -1: out for window, out in self._finish()}
+
+    def _finish(self) -> list[tuple[Window, CollectorOutput]]:
         ctx, bg, rendered = self._ctx, self._bg, self._rendered
         if ctx is None or bg is None or rendered is None:
-            return {}
+            return []
         done = bg.stop()
         script, out, err, symbols = self._paths(ctx)
         session_artifacts = [ctx.relative(p) for p in (script, symbols, out, err) if p.exists()]
@@ -156,7 +173,7 @@ class BpftraceSession(SessionCollector):
         error = _failure(done, session, err)
         counters = defined_counters(rendered.text)
         absent = list(rendered.absent_symbols)
-        outputs: dict[int, CollectorOutput] = {}
+        outputs: list[tuple[Window, CollectorOutput]] = []
         for window in ctx.windows:
             artifacts = list(session_artifacts)
             trace = session.for_cgroup(window.cgroup_id or -1)
@@ -166,10 +183,10 @@ class BpftraceSession(SessionCollector):
             split.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
             artifacts.append(ctx.relative(split))
             if error is not None:
-                outputs[window.index] = CollectorOutput(self.name, None, artifacts, error=error)
+                outputs.append((window, CollectorOutput(self.name, None, artifacts, error=error)))
                 continue
             summary = summarize(trace, session, counters, absent, window.cgroup_id)
-            outputs[window.index] = CollectorOutput(self.name, summary, artifacts)
+            outputs.append((window, CollectorOutput(self.name, summary, artifacts)))
         return outputs
 
 

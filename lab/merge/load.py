@@ -43,6 +43,7 @@ from lab.model import (
     RunResult,
     SandboxRecord,
     ScenarioResult,
+    SharedSession,
     Verdict,
     VerifierCheck,
 )
@@ -163,6 +164,11 @@ def load_pass(data: Mapping[str, Any]) -> Pass:
         sandboxed=bool(data.get("sandboxed", True)),
         netns=data.get("netns"),
         concurrent=bool(data.get("concurrent", False)),
+        session=(
+            None
+            if data.get("session") is None
+            else SharedSession.from_dict(_map(data["session"], "pass.session"))
+        ),
     )
 
 

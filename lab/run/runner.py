@@ -7,11 +7,11 @@ the judges). It formats nothing; presenters draw what it returns.
         results = runner.run()            # list[ScenarioResult], verdicts not yet set
 
 A pass is one complete execution of a scenario (fresh state, fresh namespace, every
-invocation) under one tracer. Session collectors (bpftrace, the packet capture) attach once
-per pass; wrapping tracers (strace, perf) wrap each invocation. A client that times out
-costs one time-out: the remaining passes of that condition are skipped and say why. The
-plan is ``lab.run.plan``; an invocation's command line, claim and records are built by
-``lab.run.invocation``.
+invocation) under one tracer. The packet capture attaches once per pass, bpftrace once per
+pass or once for every bpftrace pass of the run (``lab.run.phases``); wrapping tracers
+(strace, perf) wrap each invocation. A client that times out costs one time-out: the
+remaining passes of that condition are skipped and say why. The plan is ``lab.run.plan``;
+an invocation's command line, claim and records are built by ``lab.run.invocation``.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from lab.model import (
     Pass,
     ScenarioResult,
 )
-from lab.run import backup_check, fixture, receiver
+from lab.run import backup_check, fixture, phases, receiver
 from lab.run.decoy import Decoy
 from lab.run.hostcell import HostCell
 from lab.run.invocation import (
@@ -54,10 +54,11 @@ from lab.run.invocation import (
     record_output,
     sandbox_record,
 )
+from lab.run.phases import SharedSlot
 from lab.run.plan import Plan
 from lab.run.scenario import Scenario
 from lab.run.schedule import Cancelled, run_ordered
-from lab.sandbox import Sandbox
+from lab.sandbox import Reservation, Sandbox
 
 Progress = Callable[[str], None]
 EVENTS_KEPT = 100
@@ -133,15 +134,18 @@ class Runner:
         reps = range(1, self.plan.repetitions + 1)
         named = self.plan.units or [(s.name, r) for s in self.plan.scenarios for r in reps]
         units = [(by_name[name], rep) for name, rep in named]
-        if self.plan.jobs > 1 and len(units) > 1 and self.plan.passes[:1] == ["none"]:
-            return self._run_overlapping(units)
+        overlapping = self.plan.jobs > 1 and len(units) > 1 and self.plan.passes[:1] == ["none"]
+        if overlapping or phases.shares_sessions(self):
+            # untraced passes side by side (--jobs N), or one bpftrace session for every
+            # bpftrace pass: either way, pass by pass across the units (lab.run.phases)
+            return phases.run_phased(self, units)
         results: list[ScenarioResult] = []
         for n, (chosen, rep) in enumerate(units, start=1):
             self.progress(f"[{n}/{len(units)}] {chosen.name} (repetition {rep})")
             results.append(self.run_scenario(chosen, rep))
         return results
 
-    def _new_result(self, scenario: Scenario, rep: int) -> ScenarioResult:
+    def new_result(self, scenario: Scenario, rep: int) -> ScenarioResult:
         return ScenarioResult(
             name=scenario.name,
             repetition=rep,
@@ -150,13 +154,13 @@ class Runner:
             passes=[],
         )
 
-    def _base(self, scenario: Scenario, rep: int) -> Path:
+    def base_dir(self, scenario: Scenario, rep: int) -> Path:
         return self.run_dir / scenario.name / f"r{rep}"
 
     def _seed(self, scenario: Scenario, rep: int) -> str:
         return f"{self.plan.seed}:{scenario.name}:r{rep}"
 
-    def _finish_result(self, result: ScenarioResult) -> None:
+    def finish_result(self, result: ScenarioResult) -> None:
         # Only the untraced pass failing means the scenario did not execute; a tracer's
         # failure is recorded in its pass and in each invocation's "missing" reasons.
         result.error = next(
@@ -166,27 +170,32 @@ class Runner:
 
     def run_scenario(self, scenario: Scenario, rep: int) -> ScenarioResult:
         t0 = time.monotonic()
-        result = self._new_result(scenario, rep)
-        base, seed = self._base(scenario, rep), self._seed(scenario, rep)
+        result = self.new_result(scenario, rep)
+        base, seed = self.base_dir(scenario, rep), self._seed(scenario, rep)
         for collector_name in self.plan.passes:
             self.progress(f"    pass {collector_name}")
             result.passes.append(self.run_pass(scenario, rep, collector_name, base, seed))
         result.wall_s = time.monotonic() - t0
-        self._finish_result(result)
+        self.finish_result(result)
         return result
 
-    def _run_overlapping(self, units: list[tuple[Scenario, int]]) -> list[ScenarioResult]:
+    def run_unit_pass(
+        self, scenario: Scenario, rep: int, collector_name: str, *, shared: SharedSlot | None = None
+    ) -> Pass:
+        """``run_pass`` with the unit's own evidence directory and seed."""
+        base, seed = self.base_dir(scenario, rep), self._seed(scenario, rep)
+        return self.run_pass(scenario, rep, collector_name, base, seed, shared=shared)
+
+    def overlap_untraced(self, units: list[tuple[Scenario, int]]) -> list[Pass]:
         """``--jobs N`` (lab.run.schedule): the untraced pass of every unit, up to N at a
-        time, then every other pass one at a time, alone, unit by unit in the sequential
-        order. A unit's passes keep their order, and the untraced pass still runs first
-        (a time-out in it skips the unit's traced passes, as sequentially)."""
+        time; each says whether it really overlapped another."""
         total = len(units)
         finished: list[int] = []
 
         def work(unit: tuple[Scenario, int]) -> tuple[Pass, float, float]:
             chosen, rep = unit
             t0 = time.monotonic()
-            p = self.run_pass(chosen, rep, "none", self._base(chosen, rep), self._seed(chosen, rep))
+            p = self.run_unit_pass(chosen, rep, "none")
             return p, t0, time.monotonic()
 
         def done(index: int, ran: tuple[Pass, float, float]) -> None:
@@ -199,24 +208,10 @@ class Runner:
 
         ran = run_ordered(units, work, jobs=self.plan.jobs, done=done, abort=self.abort)
         spans = [(t0, t1) for _, t0, t1 in ran]
-        results: list[ScenarioResult] = []
-        for n, ((chosen, rep), (first, t0, t1)) in enumerate(zip(units, ran, strict=True), 1):
+        for n, (first, t0, t1) in enumerate(ran):
             # recorded only when it really overlapped another pass, not merely could have
-            first.concurrent = any(a < t1 and t0 < b for a, b in spans[: n - 1] + spans[n:])
-            result = self._new_result(chosen, rep)
-            result.passes.append(first)
-            rest = self.plan.passes[1:]
-            if rest:
-                self.progress(f"[{n}/{total}] {chosen.name} (repetition {rep})")
-            for collector_name in rest:
-                self.progress(f"    pass {collector_name}")
-                base, seed = self._base(chosen, rep), self._seed(chosen, rep)
-                result.passes.append(self.run_pass(chosen, rep, collector_name, base, seed))
-            # the time its passes took, each measured on its own (they did not run back to back)
-            result.wall_s = sum(p.wall_s for p in result.passes)
-            self._finish_result(result)
-            results.append(result)
-        return results
+            first.concurrent = any(a < t1 and t0 < b for a, b in spans[:n] + spans[n + 1 :])
+        return [first for first, _, _ in ran]
 
     def abort(self) -> None:
         """Stop overlapping passes: none starts after this, every running process is stopped
@@ -225,7 +220,9 @@ class Runner:
         procs.stop_all(grace_s=0.5)
 
     @contextlib.contextmanager
-    def _cell(self, tag: str, invocations: int) -> Iterator[Any]:
+    def _cell(
+        self, tag: str, invocations: int, reserved: Reservation | None = None
+    ) -> Iterator[Any]:
         if self.sandbox is None:
             with HostCell.opened(
                 client=self.plan.client, invocations=invocations, log=self.log
@@ -233,12 +230,19 @@ class Runner:
                 yield host
         else:
             with self.sandbox.pass_cell(
-                tag, client=self.plan.client.resolve(), invocations=invocations
+                tag, client=self.plan.client.resolve(), invocations=invocations, reserved=reserved
             ) as cell:
                 yield cell
 
     def run_pass(
-        self, scenario: Scenario, rep: int, collector_name: str, base: Path, seed: str
+        self,
+        scenario: Scenario,
+        rep: int,
+        collector_name: str,
+        base: Path,
+        seed: str,
+        *,
+        shared: SharedSlot | None = None,
     ) -> Pass:
         # Evidence (records, client output, tracer output) goes under the run directory;
         # bulky state (the source file, the receiver's store) lives in the pass's scratch
@@ -260,8 +264,9 @@ class Runner:
             )
         t0 = time.monotonic()
         tag = f"{scenario.name}-r{rep}-{collector_name}"
-        with self._cell(tag, scenario.invocations) as cell:
-            p = self._run_pass(scenario, rep, collector_name, seed, evidence, cell)
+        reserved = shared.reservation if shared is not None else None
+        with self._cell(tag, scenario.invocations, reserved) as cell:
+            p = self._run_pass(scenario, rep, collector_name, seed, evidence, cell, shared)
         p.wall_s = time.monotonic() - t0
         return p
 
@@ -273,6 +278,7 @@ class Runner:
         seed: str,
         evidence: Path,
         cell: Any,
+        shared: SharedSlot | None = None,
     ) -> Pass:
         data = fixture.source_bytes(seed, self.plan.size)
         source_digest = hashlib.sha256(data).hexdigest()
@@ -321,7 +327,7 @@ class Runner:
             )
             if scenario.preload == "older":
                 p.preload_sha256 = rx.preload(fixture.older_backup(seed, self.plan.size))
-            with self._sessions(pctx, collector_name, p) as sessions:
+            with self._sessions(pctx, collector_name, p, shared, cell) as sessions:
                 tracer = (
                     process_collector(collector_name)()
                     if collector_name != "none" and not is_session(collector_name)
@@ -358,7 +364,7 @@ class Runner:
                         )
                         break
             rx.invocation = decoy.invocation = 0
-            self._attach(p, sessions)
+            self.attach_outputs(p, sessions)
         for rec in rx.records + decoy.records:
             if rec["event"] in ("connect", "request", "answer", "decision", "payload", "preloaded"):
                 fields = {k: v for k, v in rec.items() if k not in ("ts", "clock", "source")}
@@ -368,10 +374,18 @@ class Runner:
 
     @contextlib.contextmanager
     def _sessions(
-        self, pctx: PassContext, collector_name: str, p: Pass
+        self,
+        pctx: PassContext,
+        collector_name: str,
+        p: Pass,
+        shared: SharedSlot | None,
+        cell: Any,
     ) -> Iterator[dict[str, dict[int, CollectorOutput] | str]]:
         """Start the pass's session collectors (the capture, bpftrace); stop them however the
-        pass ends. Yields {name: outputs once stopped, or why it did not run}."""
+        pass ends. Yields {name: outputs once stopped, or why it did not run}. A bpftrace
+        pass of a shared phase (lab.run.phases) starts no bpftrace of its own when its box
+        runs the inode the shared session's uprobes attached to: the phase attaches the
+        session's outputs once it stops."""
         found: dict[str, dict[int, CollectorOutput] | str] = {}
         started: list[SessionCollector] = []
         try:
@@ -392,7 +406,11 @@ class Runner:
                             "(python -m lab doctor)."
                         ) from exc
                     found["packets"] = f"packet capture failed to start: {exc}"
-            if is_session(collector_name):
+            if shared is not None and cell.runs_inode_of(shared.client):
+                p.session = shared.record
+                if shared.error is not None:
+                    p.error = shared.error
+            elif is_session(collector_name):
                 tracer = session_collector(collector_name)()
                 try:
                     tracer.start(pctx)
@@ -414,7 +432,9 @@ class Runner:
             return f"packet capture unavailable: {why}"
         return None
 
-    def _attach(self, p: Pass, sessions: dict[str, dict[int, CollectorOutput] | str]) -> None:
+    def attach_outputs(
+        self, p: Pass, sessions: dict[str, dict[int, CollectorOutput] | str]
+    ) -> None:
         for inv in p.invocations:
             for name, outputs in sessions.items():
                 if isinstance(outputs, str):

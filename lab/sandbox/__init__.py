@@ -21,6 +21,7 @@ the lab is visible inside the sandbox.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import tempfile
@@ -38,7 +39,7 @@ from lab.sandbox.jail import JailSpec, jail_argv, resolv_conf_text
 from lab.sandbox.supervise import Outcome, supervise
 from lab.sandbox.user import ClientUser
 
-__all__ = ["Limits", "Outcome", "PassCell", "Sandbox", "SandboxSettings"]
+__all__ = ["Limits", "Outcome", "PassCell", "Reservation", "Sandbox", "SandboxSettings"]
 
 #: the client binary's name inside the box
 CLIENT_NAME = "client"
@@ -87,6 +88,9 @@ class Sandbox:
         # passes may open their cells from several threads (--jobs N): the counter that
         # makes each cell's namespace and cgroup names unique must not hand one out twice
         self._passes_lock = threading.Lock()
+        #: client digest -> the run's one copy of it (see ``shared_client``)
+        self._clients: dict[str, Path] = {}
+        self._clients_dir: Path | None = None
 
     @classmethod
     def open(
@@ -117,6 +121,49 @@ class Sandbox:
 
     def close(self) -> None:
         self.run_group.remove()
+        if self._clients_dir is not None:
+            shutil.rmtree(self._clients_dir, ignore_errors=True)
+            self._clients_dir = None
+            self._clients.clear()
+
+    def shared_client(self, client: Path) -> Path:
+        """The run's one copy of ``client`` (root's, read-only), keyed by its SHA-256: every
+        pass's box hard-links it, so every pass runs the same inode and a uprobe attached to
+        this path once (a bpftrace session shared by several passes) fires in all of them.
+        Copied, never linked to the original: a client rebuilt during the run gets a copy of
+        its own."""
+        data = client.read_bytes()
+        digest = hashlib.sha256(data).hexdigest()
+        with self._passes_lock:
+            known = self._clients.get(digest)
+            if known is not None:
+                return known
+            if self._clients_dir is None:
+                self._clients_dir = Path(tempfile.mkdtemp(prefix="lab-clients-"))  # 0700
+            path = self._clients_dir / f"{digest[:16]}-{CLIENT_NAME}"
+            path.write_bytes(data)
+            path.chmod(0o555)
+            self._clients[digest] = path
+            return path
+
+    def reserve(self, tag: str, *, invocations: int) -> Reservation:
+        """A pass's name and invocation cgroups made ahead of its cell, so that a session
+        collector shared by several passes can be given every cgroup id before the first of
+        them starts. Hand it to ``pass_cell``, which then owns (and removes) the groups;
+        ``Reservation.release`` removes them if the pass never runs."""
+        with self._passes_lock:
+            self._passes += 1
+            number = self._passes
+        named = f"{number}-{tag}"
+        base = named.replace("/", "-")
+        reserved = Reservation(named, {})
+        try:
+            for index in range(1, invocations + 1):
+                reserved.groups[index] = self.run_group.invocation(f"{base}-inv{index}")
+        except BaseException:
+            reserved.release()
+            raise
+        return reserved
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -134,11 +181,17 @@ class Sandbox:
         return None if pids.mechanism is not None else self.settings.limits.pids_max
 
     @contextlib.contextmanager
-    def pass_cell(self, tag: str, *, client: Path, invocations: int) -> Iterator[PassCell]:
-        with self._passes_lock:
-            self._passes += 1
-            number = self._passes
-        cell = PassCell(self, f"{number}-{tag}", client=client, invocations=invocations)
+    def pass_cell(
+        self, tag: str, *, client: Path, invocations: int, reserved: Reservation | None = None
+    ) -> Iterator[PassCell]:
+        if reserved is None:
+            with self._passes_lock:
+                self._passes += 1
+                number = self._passes
+            named = f"{number}-{tag}"
+        else:
+            named = reserved.tag
+        cell = PassCell(self, named, client=client, invocations=invocations, reserved=reserved)
         try:
             cell.open()
             yield cell
@@ -146,15 +199,44 @@ class Sandbox:
             cell.close()
 
 
+@dataclass
+class Reservation:
+    """A pass's numbered name and its invocation cgroups, made before its cell
+    (``Sandbox.reserve``)."""
+
+    tag: str
+    groups: dict[int, InvocationGroup]
+    #: set once a cell has taken the groups over (it removes them when it closes)
+    taken: bool = False
+
+    def release(self) -> None:
+        """Remove the groups unless a cell took them over."""
+        if self.taken:
+            return
+        for group in self.groups.values():
+            group.kill()
+            group.remove()
+        self.groups.clear()
+
+
 class PassCell:
     """Per pass: the network namespace, the box, the store's directory, one cgroup per
     invocation (made before the pass starts, so that a tracer can filter on their ids)."""
 
-    def __init__(self, sandbox: Sandbox, tag: str, *, client: Path, invocations: int) -> None:
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        tag: str,
+        *,
+        client: Path,
+        invocations: int,
+        reserved: Reservation | None = None,
+    ) -> None:
         self.sandbox = sandbox
         self.tag = tag
         self.client_source = client
         self.count = invocations
+        self.reserved = reserved
         self.scratch = Path(tempfile.mkdtemp(prefix="lab-pass-"))  # 0700, root's
         self.box = self.scratch / "box"
         self.store = self.scratch / "store"
@@ -184,14 +266,29 @@ class PassCell:
         self.box.mkdir(mode=0o755)
         self.box.chmod(0o755)
         self.store.mkdir(mode=0o700)
-        shutil.copyfile(self.client_source, self.client)
-        self.client.chmod(0o555)
+        shared = self.sandbox.shared_client(self.client_source)
+        try:
+            os.link(shared, self.client)
+        except OSError:
+            # another file system: a copy of its own (a shared bpftrace session then sees
+            # another inode, and the runner gives this pass a session of its own)
+            shutil.copyfile(shared, self.client)
+            self.client.chmod(0o555)
         (self.box / "resolv.conf").write_text(resolv_conf_text(), encoding="ascii")
         (self.box / "resolv.conf").chmod(0o444)
         self.netns.create()
+        if self.reserved is not None:
+            self.reserved.taken = True
+            self.groups = dict(self.reserved.groups)
+            return
         base = self.tag.replace("/", "-")
         for index in range(1, self.count + 1):
             self.groups[index] = self.sandbox.run_group.invocation(f"{base}-inv{index}")
+
+    def runs_inode_of(self, path: Path) -> bool:
+        """Whether the box's client is the very file ``path`` (same device and inode)."""
+        mine, other = os.stat(self.client), os.stat(path)
+        return (mine.st_dev, mine.st_ino) == (other.st_dev, other.st_ino)
 
     def write_source(self, data: bytes) -> None:
         with open(self.source, "wb") as fh:

@@ -238,5 +238,7 @@ def test_wrap_runs_the_client_under_perf_record(tmp_path: Path) -> None:
     assert argv[1] == "record"
     assert argv[argv.index("-e") + 1] == "cpu-clock"
     assert argv[argv.index("--call-graph") + 1] == "dwarf"
+    # without it, perf's BPF side-band thread keeps every record open ~1 s after the client
+    assert "--no-bpf-event" in argv[: argv.index("--")]
     assert argv[argv.index("-o") + 1] == str(tmp_path / "perf.data")
     assert argv[argv.index("--") + 1 :] == ["/bin/client", "--source", "x"]

@@ -163,7 +163,9 @@ def _runner(tmp_path: Path, jobs: int, passes: list[str]) -> tuple[Runner, list[
     events: list[Any] = []
     lock = threading.Lock()
 
-    def run_pass(s: Scenario, rep: int, collector: str, base: Path, seed: str) -> Pass:
+    def run_pass(
+        s: Scenario, rep: int, collector: str, base: Path, seed: str, *, shared: Any = None
+    ) -> Pass:
         t0 = time.monotonic()
         # later scenarios finish first, so completion order differs from plan order
         time.sleep({"alpha": 0.04, "beta": 0.03, "gamma": 0.02, "delta": 0.01}[s.name])
