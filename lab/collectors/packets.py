@@ -60,6 +60,9 @@ READY_TIMEOUT_S = 10.0
 #: how long stop() waits for the pcap to stop growing before interrupting tcpdump
 DRAIN_TIMEOUT_S = 2.0
 DRAIN_QUIET_S = 0.2
+#: how long stop() waits for the pcap to hold as many packets as the namespace's interfaces
+#: received, before falling back to waiting for quiet (a drop makes that count unreachable)
+COUNTED_TIMEOUT_S = 0.5
 #: --packets modes the runner accepts
 PACKET_MODES: tuple[str, ...] = ("required", "best-effort", "off")
 
@@ -164,6 +167,62 @@ def _wait_quiet(path: Path, timeout_s: float = DRAIN_TIMEOUT_S) -> None:
         time.sleep(0.05)
 
 
+def received_packets(net_dev_text: str) -> int | None:
+    """Packets received by every interface, from a ``/proc/<pid>/net/dev`` table."""
+    total = 0
+    rows = [line for line in net_dev_text.splitlines() if ":" in line]
+    for line in rows:
+        fields = line.split(":", 1)[1].split()
+        if len(fields) < 2 or not fields[1].isdigit():
+            return None
+        total += int(fields[1])
+    return total if rows else None
+
+
+def namespace_received(pid: int) -> int | None:
+    """``received_packets`` of the network namespace process ``pid`` is in."""
+    try:
+        return received_packets(Path(f"/proc/{pid}/net/dev").read_text(encoding="ascii"))
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def pcap_records(path: Path) -> int:
+    """Complete packet records in a pcap file being written (a record cut short by a
+    write in progress is not counted)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return 0
+    if len(data) < 24:
+        return 0
+    order = "<" if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+    count, offset = 0, 24
+    while offset + 16 <= len(data):
+        (included,) = struct.unpack_from(order + "I", data, offset + 8)
+        offset += 16 + included
+        if offset > len(data):
+            break
+        count += 1
+    return count
+
+
+def _wait_counted(path: Path, pid: int, before: int, timeout_s: float = COUNTED_TIMEOUT_S) -> bool:
+    """Wait until the pcap holds at least as many packets as the pass's namespace received
+    since the capture listened (every packet there is received once, on ``lo``; tcpdump on
+    ``any`` keeps each once). True once it does: nothing is left in tcpdump's buffer."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        now = namespace_received(pid)
+        if now is None:
+            return False
+        if pcap_records(path) >= now - before:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+
+
 def in_window(packet: Packet, window: Window) -> bool:
     return window.start <= packet.ts <= window.end
 
@@ -180,6 +239,11 @@ class PacketCapture(SessionCollector):
         self._bg: Background | None = None
         self.interface = ANY
         self.filter: str | None = None
+        #: packets the pass's namespace had received when tcpdump listened (None: no
+        #: namespace, or its counters could not be read)
+        self._received_before: int | None = None
+        #: how the capture was drained before tcpdump was interrupted
+        self.drained_by: str | None = None
 
     @classmethod
     def probe(cls) -> ObserverStatus:
@@ -243,6 +307,10 @@ class PacketCapture(SessionCollector):
         failure = _wait_listening(self._bg, stderr, self.interface, self.ready_timeout_s)
         if failure is not None:
             raise CollectorError(f"packet capture could not start: {failure}.")
+        if ctx.netns_argv:
+            # read after tcpdump listens: a packet between the two is captured but not
+            # counted, which only makes the drain condition easier to meet
+            self._received_before = namespace_received(self._bg.pid)
 
     def stop(self) -> dict[int, CollectorOutput]:
         """Interrupt tcpdump (SIGINT), then parse its counters and the pcap. Idempotent."""
@@ -250,7 +318,12 @@ class PacketCapture(SessionCollector):
         if ctx is None or bg is None:
             return {}
         pcap, _ = self._paths(ctx)
-        _wait_quiet(pcap)
+        before = self._received_before
+        if before is not None and _wait_counted(pcap, bg.pid, before):
+            self.drained_by = "every packet the namespace received is in the pcap"
+        else:
+            _wait_quiet(pcap)
+            self.drained_by = f"the pcap stopped growing for {DRAIN_QUIET_S:g} s"
         done = bg.stop()
         return self.collect(ctx, done)
 

@@ -387,3 +387,56 @@ def test_probe_names_the_package_when_tcpdump_is_missing(
 
 def test_stop_before_start_records_nothing() -> None:
     assert PacketCapture().stop() == {}
+
+
+# -- draining: the pcap holds every packet the namespace received ---------------------------
+
+NET_DEV = """Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop
+    lo:  104218      51    0    0    0     0          0         0   104218      51    0    0
+"""
+
+
+def test_received_packets_sums_every_interface_of_net_dev() -> None:
+    from lab.collectors.packets import received_packets
+
+    assert received_packets(NET_DEV) == 51
+    two = NET_DEV + "  eth0:  100  7  0 0 0 0 0 0  100 7 0 0\n"
+    assert received_packets(two) == 58
+    assert received_packets("Inter-| header only\n") is None
+    assert received_packets("   lo: garbage\n") is None
+
+
+def test_pcap_records_counts_only_complete_records(assets: Path, tmp_path: Path) -> None:
+    from lab.collectors.packets import pcap_records
+
+    dlt, packets = read_pcap(_pcap(assets, "any-sll2"))
+    data = write_pcap(dlt, packets)
+    path = tmp_path / "capture.pcap"
+    path.write_bytes(data)
+    assert pcap_records(path) == len(packets) > 2
+    # tcpdump is still writing the last record: it does not count yet
+    path.write_bytes(data[:-3])
+    assert pcap_records(path) == len(packets) - 1
+    path.write_bytes(data[:20])
+    assert pcap_records(path) == 0
+    assert pcap_records(tmp_path / "absent.pcap") == 0
+
+
+def test_the_drain_waits_for_the_count_and_gives_up_on_a_drop(
+    assets: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lab.collectors import packets as mod
+
+    dlt, packets = read_pcap(_pcap(assets, "any-sll2"))
+    path = tmp_path / "capture.pcap"
+    path.write_bytes(write_pcap(dlt, packets))
+    received = {"n": 100 + len(packets)}
+    monkeypatch.setattr(mod, "namespace_received", lambda pid: received["n"])
+    assert mod._wait_counted(path, 1, before=100, timeout_s=0.05)
+    # a packet the kernel received that never reached the file (a drop): not drained
+    received["n"] += 1
+    assert not mod._wait_counted(path, 1, before=100, timeout_s=0.05)
+    # counters unreadable: never claimed drained
+    monkeypatch.setattr(mod, "namespace_received", lambda pid: None)
+    assert not mod._wait_counted(path, 1, before=100, timeout_s=0.05)
