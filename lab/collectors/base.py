@@ -3,7 +3,8 @@ parser, its accepted return codes, its raw output and its "unavailable because â
 
 Process collectors (strace, perf) *wrap* the sandboxed client's command line, because each
 runs it as its own child (following every fork). Session collectors (bpftrace, the packet
-capture) attach once per pass and attribute what they see to each invocation: bpftrace by
+capture) attach once per pass (bpftrace: or once for several passes, ``lab.run.phases``)
+and attribute what they see to each invocation: bpftrace by
 the invocation's cgroup id, the capture (inside the pass's network namespace, every
 interface, no filter) by the invocation's time window. Tracers change execution, so the
 process collectors and bpftrace never share a pass; the capture is passive and runs beside

@@ -1,14 +1,17 @@
 """The bpftrace collector: uprobes on the client's own functions, tracepoints on its
 connects, reads, sends, context switches, io_uring submissions, TCP connection attempts and
-datagrams, counted in the kernel. One session per pass.
+datagrams, counted in the kernel. One session per pass, or one for several passes
+(``lab.run.phases``: every bpftrace pass of a sandboxed run, whose cgroups are made before
+it starts and whose boxes all run one client inode).
 
-bpftrace attaches once, before the pass's first invocation, and every probe is filtered to
-the cgroups of the pass's invocations (``lab.sandbox``): every thread, child, exec'd
+bpftrace attaches once, before the first invocation it observes, and every probe is filtered
+to the cgroups of those invocations (``lab.sandbox``): every thread, child, exec'd
 program and daemon of a client is seen, none of the instrument is, and every map is keyed
 by the cgroup id, which names the invocation. The script is ``probes/client.bt`` with
 ``__BINARY__`` replaced by the client's path, ``__CGROUPS__`` by the cgroup filter, and the
 uprobe block of every function the binary lacks removed (bpftrace refuses to start when a
-uprobe cannot attach; see ``lab.collectors.bpftrace_script``). Kept per pass: the script run
+uprobe cannot attach; see ``lab.collectors.bpftrace_script``). Kept per session (in the
+pass's directory, or ``sessions/bpftrace-<N>/`` when shared): the script run
 (``bpftrace.bt``), the symbol table it was checked against (``bpftrace.symbols.txt``) and the
 whole output (``bpftrace.txt``); per invocation: the lines of its cgroup, verbatim, in
 ``inv<N>/bpftrace.txt``. The output is parsed and summarised by

@@ -16,7 +16,7 @@ from rich.table import Table
 from lab.evidence.checks import VerifyReport
 from lab.evidence.selftest import SelftestCase
 from lab.model import CLAUSES, OBSERVERS, RunResult, Verdict
-from lab.reports.run import concurrency_statement
+from lab.reports.run import concurrency_statement, sessions_statement
 from lab.reports.table import sentence
 
 _STYLE = {"pass": "green", "fail": "red", "not-observed": "yellow", "not-exercised": "cyan"}
@@ -141,6 +141,9 @@ def print_summary(run: RunResult, console: Console) -> None:
             "(use --repetitions N, N >= 3)."
         )
     console.print(sentence(f"Passes at once: {concurrency_statement(run)}"), highlight=False)
+    sessions = sessions_statement(run)
+    if sessions is not None:
+        console.print(sentence(f"bpftrace sessions: {sessions}"), highlight=False)
     for name, status in sorted(run.observers.items()):
         if not status.available and status.detail.get("probed", True):
             console.print(f"[yellow]{name} unavailable:[/] {status.reason}")

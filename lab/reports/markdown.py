@@ -62,6 +62,7 @@ from lab.reports.run import (
     run_name,
     run_status_statement,
     scenario_label,
+    sessions_statement,
     signing_statement,
 )
 from lab.reports.scenario import (
@@ -224,6 +225,9 @@ def _observers(run: RunResult) -> list[str]:
         sentence(f"Passes at once: {concurrency_statement(run)}"),
         "",
     ]
+    sessions = sessions_statement(run)
+    if sessions is not None:
+        lines += [sentence(f"bpftrace sessions: {sessions}"), ""]
     return lines + _table(observer_table(run))
 
 

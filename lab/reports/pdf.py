@@ -93,6 +93,7 @@ from lab.reports.run import (
     run_name,
     run_status_statement,
     scenario_label,
+    sessions_statement,
     signing_key_statement,
     signing_statement,
 )
@@ -326,6 +327,9 @@ def _observers(run: RunResult) -> list[Flowable]:
         para(sentence(f"Unavailable: {collectors_unavailable(run)}"), "body"),
         para(sentence(f"Passes at once: {concurrency_statement(run)}"), "body"),
     ]
+    sessions = sessions_statement(run)
+    if sessions is not None:
+        flow.append(para(sentence(f"bpftrace sessions: {sessions}"), "body"))
     flow += table_flow(observer_table(run), [55, 65, 150, WIDTH - 270])
     return flow
 

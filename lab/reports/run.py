@@ -177,6 +177,9 @@ def identity_rows(run: RunResult) -> list[tuple[str, str]]:
     rows.append(("collectors used", collectors_used(run)))
     rows.append(("collectors unavailable", collectors_unavailable(run)))
     rows.append(("passes at once", concurrency_statement(run)))
+    sessions = sessions_statement(run)
+    if sessions is not None:
+        rows.append(("bpftrace sessions", sessions))
     for key in sorted(run.options):
         rows += _value_rows(f"option {key}", run.options[key])
     rows.append(("signing key id", signing_key_text(run.signing)))
@@ -271,6 +274,33 @@ def concurrency_statement(run: RunResult) -> str:
         "wall and CPU times were measured while another pass shared the cores. Traced passes, "
         "passes with a packet capture and timing rounds always run alone"
     )
+
+
+def sessions_statement(run: RunResult) -> str | None:
+    """How bpftrace attached: once for every bpftrace pass (``lab.run.phases``), or once per
+    pass; None when no bpftrace pass ran."""
+    ran = [
+        p for s in run.scenarios for p in s.passes if p.collector == "bpftrace" and not p.skipped
+    ]
+    if not ran:
+        return None
+    shared = {p.session.directory: p.session for p in ran if p.session is not None}
+    parts = []
+    for record in shared.values():
+        if record.attach_s is None:
+            timing = " (it could not start; each of those passes says why)"
+        else:
+            stop = f" and stopped in {record.stop_s:.1f} s" if record.stop_s is not None else ""
+            timing = f", attached in {record.attach_s:.1f} s{stop}"
+        parts.append(
+            f"one bpftrace session for {fmt(record.passes)} passes "
+            f"({fmt(record.invocations)} invocations){timing}; its whole output is "
+            f"{record.directory}/bpftrace.txt, split per invocation by cgroup id"
+        )
+    own = sum(1 for p in ran if p.session is None)
+    if own:
+        parts.append(f"{fmt(own)} bpftrace pass(es) with a session of their own")
+    return "; ".join(parts)
 
 
 def collectors_unavailable(run: RunResult) -> str:

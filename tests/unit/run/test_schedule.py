@@ -291,3 +291,34 @@ def test_overhead_figures_say_when_their_untraced_side_overlapped() -> None:
     alone = _run([[_pass("none", False), _pass("strace", False)]], None).scenarios
     assert "--jobs 1" in overlap_note(overlapped)[0]
     assert overlap_note(alone) == []
+
+
+def test_the_report_says_how_bpftrace_attached() -> None:
+    from lab.model import SharedSession
+    from lab.reports.run import sessions_statement
+
+    assert sessions_statement(_run([[_pass("none", False), _pass("strace", False)]], None)) is None
+    record = SharedSession("bpftrace", "sessions/bpftrace-1", 2, 4, attach_s=0.94, stop_s=0.88)
+    shared = [_pass("bpftrace", False), _pass("bpftrace", False)]
+    for p in shared:
+        p.session = record
+    own = _pass("bpftrace", False)
+    text = sessions_statement(_run([[shared[0]], [shared[1]], [own]], None)) or ""
+    assert text.startswith("one bpftrace session for 2 passes (4 invocations), attached in 0.9 s")
+    assert "stopped in 0.9 s" in text and "sessions/bpftrace-1/bpftrace.txt" in text
+    assert text.endswith("1 bpftrace pass(es) with a session of their own")
+    failed = SharedSession("bpftrace", "sessions/bpftrace-2", 1, 2)
+    lone = _pass("bpftrace", False)
+    lone.session = failed
+    assert "could not start" in (sessions_statement(_run([[lone]], None)) or "")
+
+
+def test_batches_never_exceed_the_invocation_limit() -> None:
+    from lab.run.phases import batches
+
+    units = [(cast(Scenario, SimpleNamespace(invocations=n)), 1) for n in (2, 3, 2, 5, 1)]
+    assert list(batches(units, 5)) == [[0, 1], [2], [3], [4]]
+    assert list(batches(units, 64)) == [[0, 1, 2, 3, 4]]
+    # a unit larger than the limit is a batch of its own, never dropped
+    assert list(batches(units, 4)) == [[0], [1], [2], [3], [4]]
+    assert list(batches([], 4)) == []
