@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from lab.collectors.bpftrace import BpftraceSession
 from lab.collectors.strace import StraceCollector
 from tests.conftest import ROOT, require
 
@@ -28,7 +29,7 @@ LAB_RUN = [sys.executable, "-m", "lab", "run", "--all", "--collector", "strace",
 
 
 #: what the lab starts for a traced run, besides the client's own processes
-WATCHED = frozenset({"strace", "tcpdump", "backup-client", "bwrap"})
+WATCHED = frozenset({"strace", "tcpdump", "backup-client", "bwrap", "bpftrace"})
 
 
 def processes() -> list[tuple[int, int, str, str, str]]:
@@ -60,7 +61,22 @@ def test_sigterm_mid_pass_stops_everything_and_marks_the_run(client: Path, tmp_p
     status = StraceCollector.probe()
     require("strace", status.available, status.reason)
     # the first traced pass (traced passes run alone, after the overlapping untraced ones)
-    interrupt(LAB_RUN, "    pass ", 1.0, tmp_path)
+    interrupt(LAB_RUN, "pass strace: ", 1.0, tmp_path)
+
+
+def test_sigterm_inside_the_shared_bpftrace_session_stops_it_and_its_cgroups(
+    client: Path, tmp_path: Path
+) -> None:
+    """One bpftrace session serves every bpftrace pass, and every pass's cgroups were made
+    before it attached: SIGTERM in the middle of that phase must stop bpftrace and leave
+    no cgroup of the run behind, the passes that never ran included."""
+    status = BpftraceSession.probe()
+    require("bpftrace", status.available, status.reason)
+    argv = [*LAB_RUN[:-4], "--collector", "bpftrace", "--packets", "off"]
+    interrupt(argv, "bpftrace attached in", 0.3, tmp_path)
+    [run_dir] = [p for p in (tmp_path / "out").iterdir() if p.is_dir()]
+    left = [str(p) for p in Path("/sys/fs/cgroup").rglob(f"*{run_dir.name}*")]
+    assert left == [], f"cgroups of the interrupted run are left: {left}"
 
 
 def test_sigterm_while_passes_overlap_stops_every_one(client: Path, tmp_path: Path) -> None:
