@@ -1,7 +1,7 @@
 """One module per external tool. ``process_collector(name)`` returns the class for a process
 collector that wraps the client (strace, perf); ``session_collector(name)`` the class for one
-attached once per pass or for several passes (bpftrace). They are imported lazily so that a broken tool module only
-makes its own collector unavailable, with the reason."""
+attached once per pass or for several passes (bpftrace). They are imported lazily so that a
+broken tool module only makes its own collector unavailable, with the reason."""
 
 from __future__ import annotations
 
