@@ -204,8 +204,8 @@ def overhead_charts(run: RunResult) -> list[BarChart]:
                 row.append(None if o is None else getattr(o, attr))
             values.append(row)
         present = [v for row in values for v in row if v is not None and v > 0]
-        # one slow tracer (bpftrace attaches its probes inside the timed command) would flatten
-        # every other bar on a linear axis
+        # one slow tracer (perf's DWARF record around a ~10 ms client) would flatten every
+        # other bar on a linear axis
         log = bool(present) and max(present) / min(present) > 30
         scale = "log scale, " if log else ""
         charts.append(
@@ -218,9 +218,11 @@ def overhead_charts(run: RunResult) -> list[BarChart]:
                 values=values,
                 unit="ratio",
                 caption=(
-                    f"The traced command's {what} time (the tracer's start-up, attach and "
-                    "teardown included, the tracer's own CPU too) summed over the invocations "
-                    "of each traced pass, divided by the untraced client's. Single runs: an "
+                    f"The traced command's {what} time summed over the invocations of each "
+                    "traced pass, divided by the untraced client's. strace and perf wrap each "
+                    "invocation, so their start-up and teardown and their own CPU are included; "
+                    "bpftrace attaches before the pass (once per pass or once for several, "
+                    "see Observers), so its attach and stop are not. Single runs: an "
                     "indication of how much each tracer changes execution, not a benchmark "
                     "(see benchmarks/ for medians)."
                 ),
