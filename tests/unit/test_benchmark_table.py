@@ -1,0 +1,52 @@
+"""``benchmarks/time_to_evidence.py`` prints what it measured against issue 11's goals: the
+head side's median meets a goal, misses it (said loudly), or was not measured (never
+"met")."""
+
+from __future__ import annotations
+
+import importlib.util
+from types import ModuleType
+from typing import Any
+
+from tests.conftest import ROOT
+
+
+def _module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "time_to_evidence", ROOT / "benchmarks" / "time_to_evidence.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _side(median: float | None) -> dict[str, Any]:
+    if median is None:
+        return {"median": None, "min": None, "max": None, "n": 0}
+    return {"median": median, "min": median - 1, "max": median + 1, "n": 3}
+
+
+def test_the_table_says_which_goal_is_met_missed_or_not_measured() -> None:
+    tte = _module()
+    table = {
+        "base": "a54d0ed",
+        "head": "fe894bd",
+        "rounds": 3,
+        "untraced run --all": {"base": _side(1.7), "head": _side(2.4),
+                               "ratio_head_to_base": 1.41,
+                               "runs_not_calibrated": {"base": 0, "head": 1}},
+        "traced run --all": {"base": _side(58.0), "head": _side(25.4), "ratio_head_to_base": 0.44,
+                             "runs_not_calibrated": {"base": 0, "head": 0}},
+        "bpftrace added wall per invocation (ms), traced": {"base": _side(None),
+                                                            "head": _side(None)},
+    }  # fmt: skip
+    lines = tte.table_lines(table)
+    assert lines[0] == "base a54d0ed, head fe894bd, 3 measured round(s)"
+    rows = {line.split("  ")[0]: line for line in lines[2:]}
+    assert rows["untraced run --all"].endswith("<= 2.0 s: NOT MET ({'base': 0, 'head': 1} run(s) "
+                                               "not calibrated)")  # fmt: skip
+    assert "2.4 (1.4 … 3.4)" in rows["untraced run --all"]
+    assert rows["traced run --all"].endswith("<= 30 s: met")
+    added = rows["bpftrace added wall per invocation (ms), traced"]
+    assert added.endswith("<= 50 ms: not measured") and " - " in added
