@@ -172,6 +172,12 @@ def _shared_batch(
                 )
                 for k, group in sorted(held.groups.items())
             ]
+        if not windows:
+            # every unit of the batch is skipped (an earlier pass timed out): each says so
+            for index in batch:
+                chosen, rep = units[index]
+                passes[index].append(runner.run_unit_pass(chosen, rep, "bpftrace"))
+            return
         client = sandbox.shared_client(runner.plan.client.resolve())
         out_dir = _session_dir(runner.run_dir)
         every = [w for index in batch for w in windows.get(index, [])]
@@ -184,24 +190,24 @@ def _shared_batch(
         scope = f"{len(windows)} passes ({len(every)} invocations)"
         session = BpftraceSession(scope=scope)
         error: str | None = None
-        if every:
-            runner.progress(f"pass bpftrace: one bpftrace session for {scope}; attaching")
-            t0 = time.monotonic()
-            try:
-                session.start(
-                    SessionContext(
-                        run_dir=runner.run_dir,
-                        out_dir=out_dir,
-                        client_path=client,
-                        log=runner.log,
-                        windows=every,
-                    )
+        runner.progress(f"pass bpftrace: one bpftrace session for {scope}; attaching")
+        t0 = time.monotonic()
+        try:
+            session.start(
+                SessionContext(
+                    run_dir=runner.run_dir,
+                    out_dir=out_dir,
+                    client_path=client,
+                    log=runner.log,
+                    windows=every,
                 )
-                record.attach_s = time.monotonic() - t0
-                runner.progress(f"    bpftrace attached in {record.attach_s:.1f} s")
-            except LabError as exc:
-                # a tracer that cannot attach fails its own passes, never the run
-                error = f"bpftrace could not start: {exc}"
+            )
+            record.attach_s = time.monotonic() - t0
+            runner.progress(f"    bpftrace attached in {record.attach_s:.1f} s")
+        except LabError as exc:
+            # a tracer that cannot attach fails its own passes, never the run
+            error = f"bpftrace could not start: {exc}"
+            runner.progress(f"    {error}")
         outputs: dict[int, CollectorOutput] = {}
         try:
             for index in batch:
