@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from lab.campaign.model import CampaignRecord
 from lab.evaluate.model import Evaluation
+from lab.model_aggregate import ScenarioAggregate
 from lab.model_invocation import (
     ClientClaim,
     DecoySummary,
@@ -362,7 +363,7 @@ class RunResult:
     environment: dict[str, Any]
     scenarios: list[ScenarioResult] = field(default_factory=list)
     #: clause-level and timing aggregates over repetitions (``lab.judge.aggregate``)
-    aggregate: list[dict[str, Any]] = field(default_factory=list)
+    aggregate: list[ScenarioAggregate] = field(default_factory=list)
     #: set by candidate evaluation (``lab.evaluate.judge``)
     evaluation: Evaluation | None = None
     #: set by an agent campaign (``lab.campaign.conduct``)
@@ -415,7 +416,7 @@ class RunResult:
             "calibration": self.calibration.to_dict(),
             "observers": {k: v.to_dict() for k, v in sorted(self.observers.items())},
             "scenarios": [s.to_dict() for s in self.scenarios],
-            "aggregate": self.aggregate,
+            "aggregate": [row.to_dict() for row in self.aggregate],
             "evaluation": None if self.evaluation is None else self.evaluation.to_dict(),
             "signing": self.signing,
         }

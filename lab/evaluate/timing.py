@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from lab.evaluate.model import ClientTiming, Spread, Timing
+from lab.evaluate.model import ClientTiming, Timing
 from lab.host import procs
 from lab.judge.aggregate import spread
 from lab.run import fixture
@@ -125,7 +125,7 @@ def alternate(
     spreads: dict[str, ClientTiming] = {}
     for name, runs in rows.items():
         spreads[name] = ClientTiming(
-            spreads={metric: _spread([r[metric] for r in runs]) for metric in METRICS},
+            spreads={metric: spread([r[metric] for r in runs]) for metric in METRICS},
             nonzero_exits=sum(1 for r in runs for k in r if k.endswith("_exit") and r[k]),
         )
     ratio: dict[str, float | None] | None = None
@@ -156,9 +156,3 @@ def alternate(
         ratio=ratio,
         floor=floor,
     )
-
-
-def _spread(values: list[float | None]) -> Spread | None:
-    """The aggregates' median/min/max (``lab.judge.aggregate.spread``), typed."""
-    stats = spread(values)
-    return None if stats is None else Spread.from_dict(stats)

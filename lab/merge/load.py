@@ -47,6 +47,7 @@ from lab.model import (
     Verdict,
     VerifierCheck,
 )
+from lab.model_aggregate import ScenarioAggregate
 
 
 def _map(data: Any, what: str) -> Mapping[str, Any]:
@@ -286,7 +287,10 @@ def load_run(document: Mapping[str, Any]) -> RunResult:
         },
         environment=dict(data.get("environment") or {}),
         scenarios=[load_scenario(_map(s, "scenario")) for s in data.get("scenarios") or []],
-        aggregate=list(data.get("aggregate") or []),
+        aggregate=[
+            ScenarioAggregate.from_dict(_map(row, "aggregate"))
+            for row in data.get("aggregate") or []
+        ],
         evaluation=None if evaluation is None else Evaluation.from_dict(evaluation),
         campaign=None if campaign is None else load_campaign(_map(campaign, "campaign")),
         signing=dict(data.get("signing") or {}),

@@ -105,11 +105,10 @@ def observer_matrix(run: RunResult) -> Table:
 def repetition_lines(run: RunResult) -> list[str]:
     lines = []
     for row in run.aggregate:
-        cal = row["calibration"]
+        cal = row.calibration
         lines.append(
-            f"{row['scenario']}: observations matched the expectations in "
-            f"{cal['no_disagreement_repetitions']} of {cal['total']} repetition(s) — "
-            f"{row['wording']}"
+            f"{row.scenario}: observations matched the expectations in "
+            f"{cal.no_disagreement_repetitions} of {cal.total} repetition(s) — {row.wording}"
         )
     return lines
 
@@ -132,7 +131,7 @@ def print_summary(run: RunResult, console: Console) -> None:
         f"Calibration: {cal.met} of {cal.total} expectations met, {cal.not_met} not met, "
         f"{cal.not_observed} not observed."
     )
-    if any(row["repetitions"] > 1 for row in run.aggregate):
+    if any(row.repetitions > 1 for row in run.aggregate):
         for line in repetition_lines(run):
             console.print(line)
     else:

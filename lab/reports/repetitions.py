@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from lab.evaluate.model import Spread
 from lab.model import (
     CLAUSES,
     RunResult,
@@ -57,23 +56,23 @@ def aggregate_table(run: RunResult) -> Table:
     the aggregate's own capability/reliability wording."""
     rows = []
     for agg in run.aggregate:
-        n = int(agg.get("repetitions", 0))
-        cal = agg.get("calibration") or {}
+        n = agg.repetitions
         # repetitions with no observation disagreeing with its expectation
-        k = int(cal.get("no_disagreement_repetitions", cal.get("met_repetitions", 0)))
-        total = int(cal.get("total", n))
-        words = agg.get("wording") or repetition_wording(k, total)
-        failed = agg.get("failed_repetitions") or []
-        clauses = agg.get("clauses") or {}
+        k, total = agg.calibration.no_disagreement_repetitions, agg.calibration.total
+        # a document written before aggregates carried their wording: say it from k/N
+        words = agg.wording or f"{k}/{total} as expected: {repetition_wording(k, total)}"
+        failed = agg.failed_repetitions
         rows.append(
             [
-                str(agg.get("scenario", NOT_RECORDED)),
+                agg.scenario,
                 str(n),
-                *(clause_counts_cell(clauses.get(c), n) for c in CLAUSES),
-                (words if agg.get("wording") else f"{k}/{total} as expected: {words}")
-                + (f"; failed repetition(s): {fmt(failed)}" if failed else ""),
-                fmt_spread(_spread(agg.get("wall_s"))),
-                fmt_spread(_spread(agg.get("cpu_s"))),
+                *(
+                    clause_counts_cell(agg.clauses[c].to_dict() if c in agg.clauses else None, n)
+                    for c in CLAUSES
+                ),
+                words + (f"; failed repetition(s): {fmt(failed)}" if failed else ""),
+                fmt_spread(agg.wall_s),
+                fmt_spread(agg.cpu_s),
             ]
         )
     notes = [
@@ -121,9 +120,7 @@ def repetition_table(run: RunResult, name: str) -> Table:
 
 def has_repetitions(run: RunResult) -> bool:
     """True when any scenario ran more than once (then the aggregate table means something)."""
-    return bool(repeated_names(run)) or any(
-        int(agg.get("repetitions", 1)) > 1 for agg in run.aggregate
-    )
+    return bool(repeated_names(run)) or any(agg.repetitions > 1 for agg in run.aggregate)
 
 
 def repeated_names(run: RunResult) -> list[str]:
@@ -132,10 +129,3 @@ def repeated_names(run: RunResult) -> list[str]:
         if s.name not in names and sum(1 for t in run.scenarios if t.name == s.name) > 1:
             names.append(s.name)
     return names
-
-
-def _spread(stats: Any) -> Spread | None:
-    """An aggregate's timing (``lab.judge.aggregate.spread``: a dict, or None)."""
-    if not isinstance(stats, Mapping) or stats.get("median") is None:
-        return None
-    return Spread.from_dict(dict(stats))

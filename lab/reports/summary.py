@@ -54,16 +54,16 @@ def scenario_rows(result: RunResult) -> list[dict[str, Any]]:
     judge's k/N per clause."""
     rows = []
     for row in result.aggregate:
-        cal = row["calibration"]
+        cal = row.calibration
         rows.append(
             {
-                "scenario": row["scenario"],
-                "repetitions": row["repetitions"],
-                "as_expected_repetitions": cal["no_disagreement_repetitions"],
-                "fully_observed_repetitions": cal["met_repetitions"],
-                "failed_repetitions": list(row["failed_repetitions"]),
-                "reliability": row["wording"],
-                "clauses": row["clauses"],
+                "scenario": row.scenario,
+                "repetitions": row.repetitions,
+                "as_expected_repetitions": cal.no_disagreement_repetitions,
+                "fully_observed_repetitions": cal.met_repetitions,
+                "failed_repetitions": list(row.failed_repetitions),
+                "reliability": row.wording,
+                "clauses": {name: tally.to_dict() for name, tally in row.clauses.items()},
             }
         )
     return rows
