@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lab.model_observed import Observed
-from lab.sandbox.cgroup import ProcessInfo
+from lab.sandbox.cgroup import CgroupStats, ProcessInfo
 
 
 @dataclass
@@ -195,8 +195,9 @@ class SandboxRecord:
     lingering_killed: int = 0
     #: the cgroup emptied at the end (False: a process escaped the kill)
     contained: bool = True
-    #: CPU time, memory and pids peaks, pids.max hits, OOM kills (what the kernel reports)
-    stats: dict[str, Any] = field(default_factory=dict)
+    #: CPU time, memory and pids peaks, pids.max hits, OOM kills (what the kernel reports);
+    #: None without a sandbox (``{}`` in results.json)
+    stats: CgroupStats | None = None
     #: totals and omissions of the client's stdout and stderr
     stdout: dict[str, Any] = field(default_factory=dict)
     stderr: dict[str, Any] = field(default_factory=dict)
@@ -213,7 +214,7 @@ class SandboxRecord:
             "lingering_count": self.lingering_count,
             "lingering_killed": self.lingering_killed,
             "contained": self.contained,
-            "stats": dict(self.stats),
+            "stats": {} if self.stats is None else self.stats.to_dict(),
             "stdout": dict(self.stdout),
             "stderr": dict(self.stderr),
             "error": self.error,

@@ -48,6 +48,7 @@ from lab.model import (
     VerifierCheck,
 )
 from lab.model_aggregate import ScenarioAggregate
+from lab.sandbox.cgroup import CgroupStats
 
 
 def _map(data: Any, what: str) -> Mapping[str, Any]:
@@ -121,7 +122,7 @@ def load_sandbox(data: Mapping[str, Any]) -> SandboxRecord:
         lingering_count=int(data.get("lingering_count", 0)),
         lingering_killed=int(data.get("lingering_killed", 0)),
         contained=bool(data.get("contained", True)),
-        stats=dict(data.get("stats") or {}),
+        stats=CgroupStats.from_dict(data["stats"]) if data.get("stats") else None,
         stdout=dict(data.get("stdout") or {}),
         stderr=dict(data.get("stderr") or {}),
         error=data.get("error"),

@@ -102,7 +102,7 @@ def sandbox_record(outcome: Outcome, cell: Any, index: int) -> SandboxRecord:
         lingering_count=outcome.lingering_count,
         lingering_killed=outcome.lingering_killed,
         contained=outcome.contained,
-        stats=dict(outcome.stats),
+        stats=outcome.stats,
         stdout=outcome.stdout.to_dict() if outcome.stdout is not None else {},
         stderr=outcome.stderr.to_dict() if outcome.stderr is not None else {},
         error=outcome.sandbox_error,

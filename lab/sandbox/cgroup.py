@@ -27,7 +27,7 @@ import contextlib
 import os
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -140,6 +140,40 @@ class Enforcement:
             "mechanism": self.mechanism,
             "why": self.why,
         }
+
+
+@dataclass(frozen=True)
+class CgroupStats:
+    """What the kernel reported for one invocation's cgroup once it emptied: CPU time of
+    everything that ran inside (cpu.stat), the memory and pids peaks, how often pids.max was
+    hit, OOM kills. A figure the kernel does not keep here is None, never 0."""
+
+    cpu_usage_s: float | None = None
+    cpu_user_s: float | None = None
+    cpu_system_s: float | None = None
+    memory_peak_bytes: int | None = None
+    pids_peak: int | None = None
+    pids_max_hit: int | None = None
+    oom_kills: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cpu_usage_s": self.cpu_usage_s,
+            "cpu_user_s": self.cpu_user_s,
+            "cpu_system_s": self.cpu_system_s,
+            "memory_peak_bytes": self.memory_peak_bytes,
+            "pids_peak": self.pids_peak,
+            "pids_max_hit": self.pids_max_hit,
+            "oom_kills": self.oom_kills,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CgroupStats:
+        def number(key: str) -> Any:
+            value = data.get(key)
+            return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+        return cls(**{key: number(key) for key in cls().to_dict()})
 
 
 @dataclass(frozen=True)
@@ -260,35 +294,35 @@ class InvocationGroup:
             time.sleep(0.005)
         return not self.populated()
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> CgroupStats:
         """CPU time of everything that ran inside (cpu.stat) and peaks the kernel keeps."""
         cpu = _keyed(_read(self.v2 / "cpu.stat"))
-        out: dict[str, Any] = {
-            "cpu_usage_s": cpu["usage_usec"] / 1e6 if "usage_usec" in cpu else None,
-            "cpu_user_s": cpu["user_usec"] / 1e6 if "user_usec" in cpu else None,
-            "cpu_system_s": cpu["system_usec"] / 1e6 if "system_usec" in cpu else None,
-            "memory_peak_bytes": None,
-            "pids_peak": None,
-        }
+        memory_peak = pids_peak = None
         for path in (self.v2 / "memory.peak", *self._v1("memory", "memory.max_usage_in_bytes")):
             value = _read(path).strip()
             if value.isdigit():
-                out["memory_peak_bytes"] = int(value)
+                memory_peak = int(value)
                 break
         for path in (self.v2 / "pids.peak", *self._v1("pids", "pids.peak")):
             value = _read(path).strip()
             if value.isdigit():
-                out["pids_peak"] = int(value)
+                pids_peak = int(value)
                 break
         events = _keyed(_read(self.v2 / "pids.events")) or _keyed(
             "".join(_read(p) for p in self._v1("pids", "pids.events"))
         )
-        out["pids_max_hit"] = events.get("max")
         oom = _keyed(_read(self.v2 / "memory.events")) or _keyed(
             "".join(_read(p) for p in self._v1("memory", "memory.oom_control"))
         )
-        out["oom_kills"] = oom.get("oom_kill")
-        return out
+        return CgroupStats(
+            cpu_usage_s=cpu["usage_usec"] / 1e6 if "usage_usec" in cpu else None,
+            cpu_user_s=cpu["user_usec"] / 1e6 if "user_usec" in cpu else None,
+            cpu_system_s=cpu["system_usec"] / 1e6 if "system_usec" in cpu else None,
+            memory_peak_bytes=memory_peak,
+            pids_peak=pids_peak,
+            pids_max_hit=events.get("max"),
+            oom_kills=oom.get("oom_kill"),
+        )
 
     def _v1(self, controller: str, name: str) -> list[Path]:
         return [self.v1[controller] / name] if controller in self.v1 else []

@@ -110,7 +110,7 @@ def _end_to_end(sandbox: Any, tmp: Path, checks: dict[str, dict[str, Any]]) -> s
                 stderr=tmp / "stderr",
                 purpose="sandbox capability probe (/bin/true in the jail)",
             )
-            cpu = outcome.stats.get("cpu_usage_s")
+            cpu = outcome.stats.cpu_usage_s if outcome.stats is not None else None
     except LabError as exc:
         _check(checks, "network namespace", False, str(exc))
         return str(exc)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.host import procs
-from lab.sandbox.cgroup import InvocationGroup, ProcessInfo, describe_process
+from lab.sandbox.cgroup import CgroupStats, InvocationGroup, ProcessInfo, describe_process
 from lab.sandbox.jail import JOIN_FAILED
 from lab.sandbox.output import DEFAULT_HEAD, DEFAULT_TAIL, CappedStream, StreamRecord
 
@@ -59,7 +59,8 @@ class Outcome:
     lingering_killed: int = 0
     #: the cgroup emptied (False only if cgroup.kill itself failed: then a process escaped)
     contained: bool = True
-    stats: dict[str, Any] = field(default_factory=dict)
+    #: what the kernel reported for the cgroup; None until the invocation ended
+    stats: CgroupStats | None = None
     stdout: StreamRecord | None = None
     stderr: StreamRecord | None = None
     #: the whole command (wrapper + sandbox + client) as lab.host.procs saw it
@@ -78,7 +79,7 @@ class Outcome:
             "lingering_count": self.lingering_count,
             "lingering_killed": self.lingering_killed,
             "contained": self.contained,
-            "stats": dict(self.stats),
+            "stats": {} if self.stats is None else self.stats.to_dict(),
             "stdout": None if self.stdout is None else self.stdout.to_dict(),
             "stderr": None if self.stderr is None else self.stderr.to_dict(),
             "sandbox_error": self.sandbox_error,
@@ -192,10 +193,8 @@ def supervise(
         outcome.stderr = err.join(10.0)
     outcome.exit_status = status.exit_code
     outcome.stats = group.stats()
-    outcome.cpu_s = outcome.stats.get("cpu_usage_s")
-    if outcome.main_pid is None or (
-        status.exit_code == JOIN_FAILED and not outcome.stats.get("cpu_usage_s")
-    ):
+    outcome.cpu_s = outcome.stats.cpu_usage_s
+    if outcome.main_pid is None or (status.exit_code == JOIN_FAILED and not outcome.cpu_s):
         outcome.sandbox_error = _sandbox_failure(outcome, stderr)
     return outcome
 
