@@ -33,9 +33,10 @@ def test_three_repetitions_fresh_state_and_aggregate(client: Path, tmp_path: Pat
         first = s.passes[0].invocations[0].receiver
         assert first.held_source_at_start is False and first.payload_bytes_consumed == 524_288
         assert (outcome.run_dir / "baseline" / f"r{s.repetition}" / "result.json").exists()
-    rows = {r["scenario"]: r for r in result.aggregate}
-    assert rows["baseline"]["clauses"]["C1"]["pass"] == 3
-    assert rows["redundant-upload"]["clauses"]["C2"]["fail"] == 3
-    assert rows["baseline"]["calibration"]["no_disagreement_repetitions"] == 3
-    assert rows["baseline"]["wording"] == "reliability 3/3"
-    assert rows["baseline"]["wall_s"]["min"] <= rows["baseline"]["wall_s"]["median"]
+    rows = {r.scenario: r for r in result.aggregate}
+    assert rows["baseline"].clauses["C1"].counts["pass"] == 3
+    assert rows["redundant-upload"].clauses["C2"].counts["fail"] == 3
+    assert rows["baseline"].calibration.no_disagreement_repetitions == 3
+    assert rows["baseline"].wording == "reliability 3/3"
+    wall = rows["baseline"].wall_s
+    assert wall is not None and wall.min <= wall.median
