@@ -11,7 +11,10 @@ only the receiver, the decoy and one client at a time).
     outputs = capture.stop()        # {1: CollectorOutput("packets", summary), ...}
 
 ``start`` raises :class:`~lab.errors.CollectorError` when tcpdump cannot listen (the runner
-then applies ``--packets``); ``stop`` never raises: a failure is ``CollectorOutput.error``.
+then applies ``--packets``); ``stop`` never raises: a failure is ``CollectorOutput.error``. Before
+it interrupts tcpdump, ``stop`` waits until the pcap holds every packet the pass's namespace
+received (its interfaces' counters, read through tcpdump's own ``/proc/<pid>/net/dev``), or,
+when that count cannot be met (a drop, no namespace), until the pcap stops growing.
 Without a namespace (the sandbox off) the capture falls back to ``lo`` filtered on the
 fixture ports, and says so.
 
@@ -242,8 +245,6 @@ class PacketCapture(SessionCollector):
         #: packets the pass's namespace had received when tcpdump listened (None: no
         #: namespace, or its counters could not be read)
         self._received_before: int | None = None
-        #: how the capture was drained before tcpdump was interrupted
-        self.drained_by: str | None = None
 
     @classmethod
     def probe(cls) -> ObserverStatus:
@@ -319,11 +320,9 @@ class PacketCapture(SessionCollector):
             return {}
         pcap, _ = self._paths(ctx)
         before = self._received_before
-        if before is not None and _wait_counted(pcap, bg.pid, before):
-            self.drained_by = "every packet the namespace received is in the pcap"
-        else:
+        # every packet the namespace received is in the pcap, or else the pcap stopped growing
+        if before is None or not _wait_counted(pcap, bg.pid, before):
             _wait_quiet(pcap)
-            self.drained_by = f"the pcap stopped growing for {DRAIN_QUIET_S:g} s"
         done = bg.stop()
         return self.collect(ctx, done)
 
