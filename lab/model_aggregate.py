@@ -87,16 +87,18 @@ class ScenarioAggregate:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ScenarioAggregate:
+        # dict(...) of anything that is not a mapping raises TypeError or ValueError, which
+        # the readers (lab merge) turn into one sentence naming the file
         n = int(data.get("repetitions", 0))
-        cal = data.get("calibration") or {}
+        cal = dict(data.get("calibration") or {})
         # documents written before "no_disagreement_repetitions" counted only the met ones
         met = int(cal.get("met_repetitions", 0))
         return cls(
             scenario=str(data["scenario"]),
             repetitions=n,
             clauses={
-                str(name): ClauseTally.from_dict(tally)
-                for name, tally in (data.get("clauses") or {}).items()
+                str(name): ClauseTally.from_dict(dict(tally))
+                for name, tally in dict(data.get("clauses") or {}).items()
             },
             calibration=RepetitionCalibration(
                 met_repetitions=met,

@@ -122,7 +122,9 @@ def load_sandbox(data: Mapping[str, Any]) -> SandboxRecord:
         lingering_count=int(data.get("lingering_count", 0)),
         lingering_killed=int(data.get("lingering_killed", 0)),
         contained=bool(data.get("contained", True)),
-        stats=CgroupStats.from_dict(data["stats"]) if data.get("stats") else None,
+        stats=CgroupStats.from_dict(_map(data["stats"], "sandbox.stats"))
+        if data.get("stats")
+        else None,
         stdout=dict(data.get("stdout") or {}),
         stderr=dict(data.get("stderr") or {}),
         error=data.get("error"),

@@ -4,6 +4,7 @@ aggregate over it equals the aggregate stored beside it."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -49,3 +50,28 @@ def test_shard_records_round_trip() -> None:
 def test_malformed_documents_raise_value_error(bad: object) -> None:
     with pytest.raises(ValueError):
         load_run(bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("where", "value"),
+    [
+        ("clauses", ["C1"]),
+        ("clauses", {"C1": "pass"}),
+        ("calibration", 7),
+    ],
+)
+def test_a_malformed_aggregate_row_is_a_value_or_type_error(where: str, value: Any) -> None:
+    """lab merge turns ValueError/TypeError/KeyError into one sentence naming the shard; any
+    other exception would reach the user as a traceback."""
+    document = json.loads(json.dumps(build_repeated_run().to_dict()))
+    document["aggregate"][0][where] = value
+    with pytest.raises((ValueError, TypeError)):
+        load_run(document)
+
+
+def test_malformed_cgroup_stats_are_a_value_error() -> None:
+    document = json.loads(json.dumps(build_sample_run().to_dict()))
+    inv = document["scenarios"][0]["passes"][0]["invocations"][0]
+    inv["sandbox"]["stats"] = ["cpu_usage_s", 1]
+    with pytest.raises(ValueError, match=r"sandbox\.stats is not an object"):
+        load_run(document)
