@@ -171,10 +171,9 @@ class Runner:
     def run_scenario(self, scenario: Scenario, rep: int) -> ScenarioResult:
         t0 = time.monotonic()
         result = self.new_result(scenario, rep)
-        base, seed = self.base_dir(scenario, rep), self._seed(scenario, rep)
         for collector_name in self.plan.passes:
             self.progress(f"    pass {collector_name}")
-            result.passes.append(self.run_pass(scenario, rep, collector_name, base, seed))
+            result.passes.append(self.run_unit_pass(scenario, rep, collector_name))
         result.wall_s = time.monotonic() - t0
         self.finish_result(result)
         return result

@@ -184,14 +184,12 @@ class Sandbox:
     def pass_cell(
         self, tag: str, *, client: Path, invocations: int, reserved: Reservation | None = None
     ) -> Iterator[PassCell]:
-        if reserved is None:
-            with self._passes_lock:
-                self._passes += 1
-                number = self._passes
-            named = f"{number}-{tag}"
-        else:
-            named = reserved.tag
-        cell = PassCell(self, named, client=client, invocations=invocations, reserved=reserved)
+        """A pass's cell, with the cgroups ``reserve`` made (here, or ahead by the caller)."""
+        held = reserved if reserved is not None else self.reserve(tag, invocations=invocations)
+        try:
+            cell = PassCell(self, held, client=client)
+        finally:
+            held.release()  # a no-op once the cell took the groups over (it removes them)
         try:
             cell.open()
             yield cell
@@ -211,8 +209,11 @@ class Reservation:
 
     def release(self) -> None:
         """Remove the groups unless a cell took them over."""
-        if self.taken:
-            return
+        if not self.taken:
+            self.remove()
+
+    def remove(self) -> None:
+        """Kill whatever is left in the groups and remove them."""
         for group in self.groups.values():
             group.kill()
             group.remove()
@@ -223,25 +224,19 @@ class PassCell:
     """Per pass: the network namespace, the box, the store's directory, one cgroup per
     invocation (made before the pass starts, so that a tracer can filter on their ids)."""
 
-    def __init__(
-        self,
-        sandbox: Sandbox,
-        tag: str,
-        *,
-        client: Path,
-        invocations: int,
-        reserved: Reservation | None = None,
-    ) -> None:
+    def __init__(self, sandbox: Sandbox, reserved: Reservation, *, client: Path) -> None:
         self.sandbox = sandbox
-        self.tag = tag
+        self.tag = reserved.tag
         self.client_source = client
-        self.count = invocations
-        self.reserved = reserved
         self.scratch = Path(tempfile.mkdtemp(prefix="lab-pass-"))  # 0700, root's
         self.box = self.scratch / "box"
         self.store = self.scratch / "store"
-        self.netns = netns_mod.NetworkNamespace(netns_mod.name_for(tag), log=sandbox.log)
-        self.groups: dict[int, InvocationGroup] = {}
+        self.netns = netns_mod.NetworkNamespace(netns_mod.name_for(self.tag), log=sandbox.log)
+        #: the invocation cgroups, made before the cell (``Sandbox.reserve``); the cell
+        #: owns them from here on and removes them when it closes
+        self.reserved = reserved
+        self.groups = reserved.groups
+        reserved.taken = True
 
     @property
     def client(self) -> Path:
@@ -277,13 +272,6 @@ class PassCell:
         (self.box / "resolv.conf").write_text(resolv_conf_text(), encoding="ascii")
         (self.box / "resolv.conf").chmod(0o444)
         self.netns.create()
-        if self.reserved is not None:
-            self.reserved.taken = True
-            self.groups = dict(self.reserved.groups)
-            return
-        base = self.tag.replace("/", "-")
-        for index in range(1, self.count + 1):
-            self.groups[index] = self.sandbox.run_group.invocation(f"{base}-inv{index}")
 
     def runs_inode_of(self, path: Path) -> bool:
         """Whether the box's client is the very file ``path`` (same device and inode)."""
@@ -361,8 +349,6 @@ class PassCell:
         return not self.source.is_file() or sha256_file(self.source) != digest_before
 
     def close(self) -> None:
-        for group in self.groups.values():
-            group.kill()
-            group.remove()
+        self.reserved.remove()
         self.netns.delete()
         shutil.rmtree(self.scratch, ignore_errors=True)
