@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from lab.model import Finding, Invocation, Pass, ScenarioResult
-from lab.run.scenario import Expectation, Scenario, resolve
+from lab.workloads.backup.scenario import Expectation, Scenario, resolve
 
 #: observers recorded by the lab itself in every pass (not collectors)
 _OWN = ("client", "receiver", "decoy", "verifier")

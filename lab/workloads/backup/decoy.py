@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from lab.model import DecoySummary
-from lab.run.endpoint import Endpoint, Limits
+from lab.workloads.backup.endpoint import Endpoint, Limits
 
 #: the decoy records at most this much of what a connection sends
 DECOY_KEEP = 64 * 1024

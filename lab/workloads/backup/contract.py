@@ -23,7 +23,7 @@ from lab.model import (
     StraceSummary,
     Verdict,
 )
-from lab.run.protocol import MAX_LINE
+from lab.workloads.backup.protocol import MAX_LINE
 
 #: the client contract's retry bound (docs/client-contract.md)
 MAX_UPLOAD_ATTEMPTS = 3

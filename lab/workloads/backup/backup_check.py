@@ -20,8 +20,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from lab.host.clock import now_rfc3339
+from lab.host.digest import sha256_file
 from lab.model import VerifierCheck
-from lab.run.fixture import sha256_file
 
 
 def _digest_and_size(path: Path) -> tuple[str, int]:

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, cast
 
-from lab.evaluate.request import CandidateKind
-
+#: what the candidate is: a patch to native/, a source tree with a Makefile, an executable
+CandidateKind = Literal["patch", "source-dir", "binary"]
 #: the candidate's verified result: ``pass`` only when every clause passed in every
 #: repetition; ``refused`` when the instrument check failed; a build failure is a result
 EvaluationStatus = Literal["pass", "fail", "refused", "build-failed", "patch-failed"]

@@ -1,13 +1,13 @@
 """Scenario files: ``scenarios/<name>.yaml``, one per seeded behavior.
 
 Loaded strictly, as untrusted input: the file is read bounded and parsed by a strict YAML
-loader (``lab.run.scenario_yaml``: regular files only, no aliases, no duplicate keys, bounded
-depth), every value is type-checked by hand (the messages name the key) and then against
-``lab/schemas/scenario.schema.json`` (bounds on every string and list). An unknown key, a
-wrong type or a missing field ends in one sentence naming the file and the key. Expected
+loader (``lab.workloads.backup.scenario_yaml``: regular files only, no aliases, no duplicate
+keys, bounded depth), every value is type-checked by hand (the messages name the key) and then
+against ``lab/schemas/scenario.schema.json`` (bounds on every string and list). An unknown key,
+a wrong type or a missing field ends in one sentence naming the file and the key. Expected
 findings may be written in terms of the source size (``"256 * {size}"``) and the endpoints
-(``"{receiver}"``, ``"{decoy}"``), so that ``--size`` changes the figures without editing
-the files.
+(``"{receiver}"``, ``"{decoy}"``), so that ``--size`` changes the figures without editing the
+files.
 
     scenario = load(Path("scenarios/hash-storm.yaml"))
     scenario.expect.verdicts["C1"]   # "pass"
@@ -26,9 +26,9 @@ from typing import Any
 
 from lab.errors import ScenarioError
 from lab.model import CLAUSES, OBSERVERS, OUTCOMES
-from lab.run.receiver import Fault
-from lab.run.scenario_yaml import parse_strict, printable, read_bounded
 from lab.schemas import validate_scenario
+from lab.workloads.backup.receiver import Fault
+from lab.workloads.backup.scenario_yaml import parse_strict, printable, read_bounded
 
 BEHAVIORS = (
     "baseline",

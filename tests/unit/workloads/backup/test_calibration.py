@@ -1,4 +1,4 @@
-"""lab.judge.calibration: expectations compared with what was observed, built by hand; an
+"""lab.workloads.backup.calibration: expectations compared with what was observed, built by hand; an
 observer that did not run is "not observed" with its reason, never a zero."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from lab.judge import calibration
 from lab.model import Invocation, Observed, Pass, ScenarioResult, StraceSummary
-from lab.run.scenario import Expect, Expectation, Scenario
-from tests.unit.judge.test_contract import DECOY, RX, inv
+from lab.workloads.backup import calibration
+from lab.workloads.backup.scenario import Expect, Expectation, Scenario
+from tests.unit.workloads.backup.test_contract import DECOY, RX, inv
 
 SIZE = 1000
 

@@ -17,11 +17,11 @@ import yaml
 
 from lab.errors import ScenarioError
 from lab.model import CLAUSES, OBSERVERS, OUTCOMES
-from lab.run import scenario
-from lab.run.scenario_yaml import MAX_BYTES
 from lab.schemas import scenario_schema, validate_scenario
+from lab.workloads.backup import scenario
+from lab.workloads.backup.scenario_yaml import MAX_BYTES
 from tests.conftest import ROOT
-from tests.unit.run.test_scenario import GOOD, write
+from tests.unit.workloads.backup.test_scenario import GOOD, write
 
 SHIPPED = sorted([*ROOT.glob("scenarios/*.yaml"), *ROOT.glob("scenarios/candidate/*.yaml")])
 

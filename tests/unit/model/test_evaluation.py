@@ -1,4 +1,4 @@
-"""lab.evaluate.model: the typed evaluation record writes exactly the JSON it always did."""
+"""lab.model.evaluation: the typed evaluation record writes exactly the JSON it always did."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from lab.evaluate.model import (
+from lab.model.evaluation import (
     BuildRecord,
     CandidateRecord,
     ClientTiming,
@@ -29,7 +29,7 @@ from tests.unit.reports.reports_sample import SAMPLE_EVALUATION, build_repeated_
 FROZEN = FrozenEvaluation(
     evaluation_id="eval-0123456789abcdef",
     lab_version="0.1.0",
-    files={"lab/judge/contract.py": "ab" * 32},
+    files={"lab/workloads/backup/contract.py": "ab" * 32},
     fixture=Fixture(generator="shake_256 lab-fixture-v1", size=524_288),
     repetitions=3,
     limits=EvaluationLimits(invocation_timeout_s=60.0, build_timeout_s=300.0, timing_runs=20),

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from lab.errors import ScenarioError
-from lab.run import scenario
+from lab.workloads.backup import scenario
 from tests.conftest import ROOT
 
 GOOD = """\

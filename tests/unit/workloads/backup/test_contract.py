@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from lab.judge import contract
 from lab.model import (
     BpftraceSummary,
     ClientClaim,
@@ -20,6 +19,7 @@ from lab.model import (
     StraceSummary,
     VerifierCheck,
 )
+from lab.workloads.backup import contract
 
 SRC = "s" * 64
 RX = "127.0.0.1:4000"

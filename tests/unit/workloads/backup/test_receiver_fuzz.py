@@ -22,9 +22,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lab.run import protocol
-from lab.run.receiver import Fault, Limits, Receiver, saved_backup
-from tests.unit.run.test_receiver import read_answer
+from lab.workloads.backup import protocol
+from lab.workloads.backup.receiver import Fault, Limits, Receiver, saved_backup
+from tests.unit.workloads.backup.test_receiver import read_answer
 
 EXAMPLES = 10_000
 ANSWER = re.compile(

@@ -6,7 +6,7 @@ beside the scenario- and run-level ones, and each ``to_dict()`` is its part of
 
     inv = Invocation(index=1, claim=ClientClaim(...), verifier=VerifierCheck(...),
                      receiver=ReceiverSummary(...), decoy=DecoySummary(...))
-    inv.observed.add(StraceSummary(source_bytes_read=262144, ...))   # lab.model_observed
+    inv.observed.add(StraceSummary(source_bytes_read=262144, ...))   # lab.model.observed
     p = Pass(collector="strace", invocations=[inv], receiver_address=..., decoy_address=...)
     p.to_dict()["invocations"][0]["verifier"]["verified"]
 """
@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lab.model_observed import Observed
-from lab.sandbox.cgroup import CgroupStats, ProcessInfo
+from lab.model.observed import Observed
+from lab.model.sandbox import CgroupStats, ProcessInfo
 
 
 @dataclass
@@ -305,7 +305,7 @@ class Pass:
     #: verifier check of the pre-loaded older backup, if the scenario had one
     preload_sha256: str | None = None
     error: str | None = None
-    #: the source fixture: regenerate with lab.run.fixture.source_bytes(seed, size)
+    #: the source fixture: regenerate with lab.workloads.backup.fixture.source_bytes(seed, size)
     source_seed: str | None = None
     source_sha256: str | None = None
     source_size: int | None = None

@@ -3,7 +3,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from lab.run import fixture
+from lab.workloads.backup import fixture
 
 
 def test_same_seed_same_bytes_and_documented_recipe(tmp_path: Path) -> None:

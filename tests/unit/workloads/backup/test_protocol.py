@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lab.run import protocol
+from lab.workloads.backup import protocol
 
 DIGEST = "a" * 64
 

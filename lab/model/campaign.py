@@ -14,7 +14,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from lab.evaluate.model import Evaluation
+from lab.model.evaluation import Evaluation
 
 Outcome = Literal["met", "failed", "build-failed", "no-change", "timed-out", "agent-crashed"]
 OUTCOMES: tuple[Outcome, ...] = (

@@ -8,7 +8,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from lab.campaign.model import (
+from lab.errors import CampaignError
+from lab.model.campaign import (
     EVIDENCE,
     AgentRecord,
     CampaignRecord,
@@ -16,7 +17,6 @@ from lab.campaign.model import (
     PatchRecord,
     RepetitionRecord,
 )
-from lab.errors import CampaignError
 from lab.reports.campaign import (
     campaign_headline,
     campaign_lines,

@@ -1,6 +1,6 @@
 """What the receiver and the decoy share: a TCP listener on an asyncio loop in a background
 thread, bounded connections with deadlines, and JSON-line records streamed to disk
-(``lab.run.records``). A subclass only says how to ``handle`` one connection.
+(``lab.workloads.backup.records``). A subclass only says how to ``handle`` one connection.
 
     class Echo(Endpoint):
         role = "echo"
@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from lab.host.clock import now_rfc3339
-from lab.run import protocol
-from lab.run.records import Record, RecordLog
+from lab.workloads.backup import protocol
+from lab.workloads.backup.records import Record, RecordLog
 
 #: file descriptors kept for everything but connections (records, store, tracers' pipes)
 FD_RESERVE = 256

@@ -1,10 +1,11 @@
 """The results model: what a run observed and how it was judged. No I/O lives here.
 
-Collectors, the receiver and the verifier *produce* these records; ``lab.judge.contract`` *judges*
-them; presenters (``lab.reports``) *draw* them. ``RunResult.to_dict()`` is exactly what goes
-into ``results.json`` (``lab/schemas/results.schema.json``). One pass and its invocations
-(``Pass``, ``Invocation`` and the records they hold) are defined in ``lab.model_invocation``
-and importable from here.
+Collectors, the receiver and the verifier *produce* these records;
+``lab.workloads.backup.contract`` *judges* them; presenters (``lab.reports``) *draw* them.
+``RunResult.to_dict()`` is exactly what goes into ``results.json``
+(``lab/schemas/results.schema.json``). One pass and its invocations (``Pass``, ``Invocation``
+and the records they hold) are defined in ``lab.model.invocation``; every record is importable
+from ``lab.model``.
 
     run = RunResult(run_id="20261129T160000Z-ab12cd", started_at=..., ...)
     run.scenarios.append(ScenarioResult(name="baseline", repetition=1, ...))
@@ -16,64 +17,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from lab.campaign.model import CampaignRecord
-from lab.evaluate.model import Evaluation
-from lab.model_aggregate import ScenarioAggregate
-from lab.model_invocation import (
-    ClientClaim,
-    DecoySummary,
+from lab.model.aggregate import ScenarioAggregate
+from lab.model.campaign import CampaignRecord
+from lab.model.evaluation import Evaluation
+from lab.model.invocation import (
     Invocation,
-    Lingering,
     Pass,
-    ReceiverSummary,
-    SandboxRecord,
-    SharedSession,
-    VerifierCheck,
 )
-from lab.model_observed import (
-    BpftraceSummary,
+from lab.model.observed import (
     Observed,
-    PacketFlow,
-    PacketSummary,
-    PerfSummary,
-    PerfSymbol,
-    StraceSummary,
 )
-
-#: the per-invocation and per-pass records live in lab.model_invocation; importers take
-#: every record of the model from here
-__all__ = [
-    "CLAUSES",
-    "CLAUSE_TITLES",
-    "OBSERVERS",
-    "OUTCOMES",
-    "PROCESS_COLLECTORS",
-    "SCHEMA_VERSION",
-    "BpftraceSummary",
-    "Calibration",
-    "ClientClaim",
-    "DecoySummary",
-    "Finding",
-    "Invocation",
-    "Lingering",
-    "Observed",
-    "ObserverStatus",
-    "Outcome",
-    "Overhead",
-    "PacketFlow",
-    "PacketSummary",
-    "Pass",
-    "PerfSummary",
-    "PerfSymbol",
-    "ReceiverSummary",
-    "RunResult",
-    "SandboxRecord",
-    "ScenarioResult",
-    "SharedSession",
-    "StraceSummary",
-    "Verdict",
-    "VerifierCheck",
-]
 
 SCHEMA_VERSION = 1
 

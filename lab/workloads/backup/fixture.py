@@ -15,7 +15,6 @@ from pathlib import Path
 DEFAULT_SIZE = 524_288
 #: domain separation so a fixture never collides with another use of the same seed
 _PREFIX = b"lab-fixture-v1:"
-_CHUNK = 1 << 20
 
 
 def source_bytes(seed: str, size: int) -> bytes:
@@ -39,11 +38,3 @@ def older_backup(seed: str, size: int) -> bytes:
     stale = hashlib.shake_256(b"lab-older-v1:" + seed.encode("utf-8")).digest(min(4096, size))
     data[: len(stale)] = stale
     return bytes(data)
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()

@@ -1,10 +1,11 @@
 """The receiver: the loopback TCP endpoint the client backs up to, keeping its own records.
 
 The receiver speaks wire protocol v1 (``docs/protocol.md``). It never trusts an advertised
-digest: every upload is hashed while it is consumed and only a payload whose SHA-256 equals
-the advertised one is committed, by one atomic rename (``lab.run.store``), so a rejected or
-interrupted upload never replaces or damages the saved backup. Every connection, request,
-answer, decision and consumed payload byte is recorded as a JSON line, streamed to disk.
+digest: every upload is hashed while it is consumed and only a payload whose SHA-256 equals the
+advertised one is committed, by one atomic rename (``lab.workloads.backup.store``), so a
+rejected or interrupted upload never replaces or damages the saved backup. Every connection,
+request, answer, decision and consumed payload byte is recorded as a JSON line, streamed to
+disk.
 
     with Receiver.serving(store_dir, records_path, faults=[Fault(transfer=1, drop_after=65536)])
         as receiver:
@@ -14,12 +15,12 @@ answer, decision and consumed payload byte is recorded as a JSON line, streamed 
         summary = receiver.summary(1, held_at_start=False)   # from in-memory tallies
     saved_backup(store_dir)                                  # what the backup check reads
 
-Like the decoy (``lab.run.decoy``), it runs an asyncio loop in a background thread
-(``lab.run.endpoint``: accepting, reading request lines, answering, with deadlines), so the
-runner stays synchronous and idle or trickling connections cost no thread. A payload is
-consumed by a thread of its own (``lab.run.upload``): blocking ``recv_into`` and hashing
-overlap on two cores. Pass ``sock=`` to serve on a socket that is already bound and listening
-(e.g. inside a network namespace); the endpoint then owns it.
+Like the decoy (``lab.workloads.backup.decoy``), it runs an asyncio loop in a background thread
+(``lab.workloads.backup.endpoint``: accepting, reading request lines, answering, with
+deadlines), so the runner stays synchronous and idle or trickling connections cost no thread. A
+payload is consumed by a thread of its own (``lab.workloads.backup.upload``): blocking
+``recv_into`` and hashing overlap on two cores. Pass ``sock=`` to serve on a socket that is
+already bound and listening (e.g. inside a network namespace); the endpoint then owns it.
 """
 
 from __future__ import annotations
@@ -35,10 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from lab.model import ReceiverSummary
-from lab.run import protocol, upload
-from lab.run.endpoint import Endpoint, Limits
-from lab.run.records import summarize, summarize_decoy
-from lab.run.store import BACKUP_NAME, Store, saved_backup
+from lab.workloads.backup import protocol, upload
+from lab.workloads.backup.endpoint import Endpoint, Limits
+from lab.workloads.backup.records import summarize, summarize_decoy
+from lab.workloads.backup.store import BACKUP_NAME, Store, saved_backup
 
 __all__ = [
     "BACKUP_NAME",

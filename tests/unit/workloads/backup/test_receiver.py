@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lab.run.decoy import Decoy
-from lab.run.receiver import (
+from lab.workloads.backup.decoy import Decoy
+from lab.workloads.backup.receiver import (
     Fault,
     Limits,
     Receiver,

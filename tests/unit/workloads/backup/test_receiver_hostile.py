@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.run.decoy import Decoy
-from lab.run.receiver import (
+from lab.workloads.backup.decoy import Decoy
+from lab.workloads.backup.receiver import (
     Limits,
     Receiver,
     saved_backup,
@@ -32,7 +32,7 @@ from lab.run.receiver import (
     summarize_decoy,
 )
 from tests.conftest import ROOT
-from tests.unit.run.test_receiver import DIGEST, PAYLOAD, put, talk
+from tests.unit.workloads.backup.test_receiver import DIGEST, PAYLOAD, put, talk
 
 OLD = b"the older backup\n" * 64
 NEW = b"the newer backup\n" * 96
@@ -66,7 +66,7 @@ CHILD = textwrap.dedent(
     """
     import os, socket, sys
     from pathlib import Path
-    from lab.run.receiver import Receiver
+    from lab.workloads.backup.receiver import Receiver
     store, k = Path(sys.argv[1]), int(sys.argv[2])
     old, new = bytes.fromhex(sys.argv[3]), bytes.fromhex(sys.argv[4])
     import hashlib
@@ -149,7 +149,7 @@ def test_killed_mid_upload_restarts_clean(tmp_path: Path) -> None:
                 """
                 import sys, time
                 from pathlib import Path
-                from lab.run.receiver import Receiver
+                from lab.workloads.backup.receiver import Receiver
                 store = Path(sys.argv[1])
                 with Receiver.serving(store, store.parent / "rx.jsonl") as rx:
                     rx.preload(bytes.fromhex(sys.argv[2]))

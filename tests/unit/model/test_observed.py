@@ -1,4 +1,4 @@
-"""lab.model_observed: each observer's typed summary writes exactly its results.json record
+"""lab.model.observed: each observer's typed summary writes exactly its results.json record
 and reads it back; a figure that was not observed stays absent (with its reason), never 0."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from lab.model_observed import (
+from lab.model.observed import (
     DESCRIPTOR_KEYS,
     BpftraceSummary,
     Observed,
