@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from lab import __version__
+from lab import __version__, resources
 from lab.errors import CollectorError, LabError, UsageError
 from lab.host import identity
 from lab.host.clock import epoch_to_rfc3339, now_rfc3339
@@ -38,7 +38,8 @@ from lab.schemas import RESULTS_SCHEMA_FILE, schema_bytes, validate_results
 from lab.workloads.backup import calibration, contract, scenario
 from lab.workloads.backup.fixture import DEFAULT_SIZE
 
-REPO = Path(__file__).resolve().parents[2]
+#: the directory holding the lab package (a checkout, or site-packages when installed)
+REPO = resources.package_root()
 COLLECTOR_CHOICES = ("none", *PROCESS_COLLECTORS, "all")
 PACKET_CHOICES = ("off", "best-effort", "required")
 SANDBOX_CHOICES = ("required", "off")
@@ -264,7 +265,7 @@ def make_result(
 
 
 def execute(request: RunRequest, *, say: Callable[[str], None]) -> RunOutcome:
-    client = request.client or REPO / "native" / "backup-client"
+    client = request.client or resources.native_client()
     check_run_options(
         repetitions=request.repetitions,
         size=request.size,
@@ -274,7 +275,7 @@ def execute(request: RunRequest, *, say: Callable[[str], None]) -> RunOutcome:
     )
     jobs = schedule.default_jobs() if request.jobs is None else request.jobs
     check_count(jobs, "--jobs", schedule.MAX_JOBS)
-    scenarios_dir = request.scenarios_dir or REPO / "scenarios"
+    scenarios_dir = request.scenarios_dir or resources.scenarios_dir()
     chosen = scenario.select(scenarios_dir, request.names, request.everything)
     prepared = setup(request.collector, request.packets, archive=request.archive, say=say)
 
@@ -290,7 +291,7 @@ def execute(request: RunRequest, *, say: Callable[[str], None]) -> RunOutcome:
             "WARNING: --sandbox off: the client runs as this user, outside any sandbox; the "
             "clauses it could forge (C1, C3, C5, C6) cannot pass in this run."
         )
-    _copy_inputs(run_dir, chosen, REPO / "probes")
+    _copy_inputs(run_dir, chosen, resources.probes_dir())
     started_epoch = time.time()
     concurrency = schedule.decide(
         jobs,
