@@ -15,7 +15,7 @@ from lab.campaign.task import Task
 from lab.host.digest import sha256_file
 from lab.model.campaign import AgentRecord, CampaignRecord
 from lab.model.evaluation import BuildRecord, CandidateRecord
-from lab.run.orchestrate import REPO
+from lab.pipeline import REPO
 from lab.sandbox import Outcome as SandboxOutcome
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from lab.errors import CampaignError
 from lab.host import procs
 from lab.host.digest import sha256_file
-from lab.run.orchestrate import REPO
+from lab.pipeline import REPO
 
 #: what the agent may read and edit, repository-relative (``native/`` sources and Makefile)
 PUBLIC_DOCS = ("docs/protocol.md", "docs/client-contract.md")

@@ -20,7 +20,7 @@ from lab.errors import UsageError
 from lab.host import procs
 from lab.host.digest import sha256_file
 from lab.model.evaluation import BuildRecord, CandidateKind, CandidateRecord, MakeStep, PatchStep
-from lab.run.orchestrate import REPO
+from lab.pipeline import REPO
 
 BUILD_TIMEOUT_S = 300.0
 #: runs the build's ``make`` somewhere else (``lab campaign``: in the sandbox):

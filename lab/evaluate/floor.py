@@ -19,7 +19,7 @@ from pathlib import Path
 
 from lab.host import procs
 from lab.host.digest import sha256_file
-from lab.run.orchestrate import REPO
+from lab.pipeline import REPO
 
 SOURCE = REPO / "native" / "reference" / "uploader.c"
 #: the same warnings-as-errors C11 flags as the seeded client (native/Makefile)
