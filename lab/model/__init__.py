@@ -43,7 +43,6 @@ from lab.model.run import (
     CLAUSES,
     OBSERVERS,
     OUTCOMES,
-    PROCESS_COLLECTORS,
     SCHEMA_VERSION,
     Calibration,
     Finding,
@@ -54,6 +53,7 @@ from lab.model.run import (
     ScenarioResult,
     Verdict,
 )
+from lab.registry import PROCESS_COLLECTORS
 
 __all__ = [
     "CLAUSES",

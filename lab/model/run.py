@@ -27,6 +27,7 @@ from lab.model.invocation import (
 from lab.model.observed import (
     Observed,
 )
+from lab.registry import COLLECTOR_NAMES, PROCESS_COLLECTORS
 
 SCHEMA_VERSION = 1
 
@@ -50,17 +51,7 @@ CLAUSE_TITLES: dict[str, str] = {
 
 #: Observers whose findings can be expected in a scenario file. ``client`` is the client's
 #: own claim (exit status, events); everything else is independent of the client.
-OBSERVERS: tuple[str, ...] = (
-    "client",
-    "receiver",
-    "decoy",
-    "verifier",
-    "strace",
-    "bpftrace",
-    "perf",
-    "packets",
-)
-PROCESS_COLLECTORS: tuple[str, ...] = ("strace", "bpftrace", "perf")
+OBSERVERS: tuple[str, ...] = ("client", "receiver", "decoy", "verifier", *COLLECTOR_NAMES)
 
 
 @dataclass

@@ -28,7 +28,8 @@ from lab.errors import CollectorError, LabError, UsageError
 from lab.host import identity
 from lab.host.clock import now_rfc3339
 from lab.judge import aggregate
-from lab.model import PROCESS_COLLECTORS, ObserverStatus, RunResult, ScenarioResult
+from lab.model import ObserverStatus, RunResult, ScenarioResult
+from lab.registry import CAPTURE, COLLECTOR_NAMES, PROCESS_COLLECTORS
 from lab.run.plan import Plan
 from lab.run.runner import Runner
 from lab.sandbox import Sandbox, SandboxSettings
@@ -171,9 +172,9 @@ def setup(collector: str, packets: str, *, archive: bool, say: Callable[[str], N
     wanted = list(PROCESS_COLLECTORS) if collector == "all" else [collector]
     wanted = [c for c in wanted if c != "none"]
     if packets != "off":
-        wanted.append("packets")
+        wanted.append(CAPTURE)
     doc = doctor_mod.check(mount=True, collectors=wanted)
-    for name in ("strace", "bpftrace", "perf", "packets"):
+    for name in COLLECTOR_NAMES:
         # what was not asked for was not probed: said so, never probed as absent
         doc.observers.setdefault(
             name, ObserverStatus(False, "not probed: not selected for this run")
@@ -182,15 +183,15 @@ def setup(collector: str, packets: str, *, archive: bool, say: Callable[[str], N
         say(action)
     observers = doc.observers
     passes, skipped = plan_passes(collector, observers)
-    if packets == "required" and not observers["packets"].available:
+    if packets == "required" and not observers[CAPTURE].available:
         raise CollectorError(
-            f"packet capture is required but unavailable: {observers['packets'].reason}; "
+            f"packet capture is required but unavailable: {observers[CAPTURE].reason}; "
             "rerun with --packets best-effort or fix it (python -m lab doctor)."
         )
     if packets == "off":
-        skipped["packets"] = "packet capture off (--packets off)"
-    elif not observers["packets"].available:
-        skipped["packets"] = f"unavailable: {observers['packets'].reason}"
+        skipped[CAPTURE] = "packet capture off (--packets off)"
+    elif not observers[CAPTURE].available:
+        skipped[CAPTURE] = f"unavailable: {observers[CAPTURE].reason}"
     signer = None
     if archive:
         from lab.evidence.signing import Signer
@@ -221,7 +222,7 @@ def make_result(
             detail={
                 **status.detail,
                 "used": name in prepared.passes
-                or (name == "packets" and packets != "off" and status.available),
+                or (name == CAPTURE and packets != "off" and status.available),
             },
         )
         for name, status in prepared.observers.items()
