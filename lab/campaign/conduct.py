@@ -43,8 +43,7 @@ from lab.host.clock import epoch_to_rfc3339
 from lab.model import RunResult, ScenarioResult
 from lab.model.campaign import AgentRecord, CampaignRecord, Outcome, PatchRecord, RepetitionRecord
 from lab.model.evaluation import Evaluation, EvaluationLimits, FrozenEvaluation
-from lab.run.options import check_client
-from lab.run.orchestrate import (
+from lab.pipeline import (
     REPO,
     Setup,
     finish,
@@ -53,6 +52,7 @@ from lab.run.orchestrate import (
     open_run,
     setup,
 )
+from lab.run.options import check_client
 from lab.run.shard import check_run_id
 from lab.workloads.backup import scenario
 

@@ -57,8 +57,7 @@ from lab.model.evaluation import (
     InstrumentCheck,
     Timing,
 )
-from lab.run.options import check_count, check_run_options
-from lab.run.orchestrate import (
+from lab.pipeline import (
     REPO,
     Setup,
     finish,
@@ -68,6 +67,7 @@ from lab.run.orchestrate import (
     run_plan,
     setup,
 )
+from lab.run.options import check_count, check_run_options
 from lab.run.plan import Plan
 from lab.run.shard import check_run_id
 from lab.workloads.backup import scenario
