@@ -157,6 +157,9 @@ class RepetitionRecord:
     evaluation: Evaluation | None = None
     #: candidate median / baseline median of the task's speed metric (or first backup wall)
     timing_ratio: float | None = None
+    #: the ratio's 95 % interval [low, high] (``lab.evaluate.interval``); the speed goal is
+    #: met only when all of it is under the goal
+    timing_ratio_interval: list[float] | None = None
     speed_met: bool | None = None
 
     @property
@@ -172,6 +175,7 @@ class RepetitionRecord:
             "duration_s": self.duration_s,
             "patch_sha256": None if self.patch is None else self.patch.sha256,
             "timing_ratio": self.timing_ratio,
+            "timing_ratio_interval": self.timing_ratio_interval,
         }
 
     def to_dict(self) -> dict[str, Any]:

@@ -4,6 +4,7 @@ ratio. Timing is measured with no tracer attached; traced runs are for diagnosis
     timing = alternate({"baseline": base, "candidate": cand}, rounds=20, size=524_288,
                        workdir=tmp, log=log, sandbox=sandbox)
     timing.ratio["first_backup_wall"]       # candidate median / baseline median (stored)
+    timing.ratio_interval["first_backup_wall"]  # its 95 % interval (lab.evaluate.interval)
 
 With ``sandbox`` (what ``lab evaluate`` does), every round runs in a sandbox cell of its
 own, exactly as a judged pass does: a candidate is never run outside the sandbox, timed or
@@ -17,6 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from lab.evaluate import interval
 from lab.evaluate.model import ClientTiming, Timing
 from lab.host import procs
 from lab.judge.aggregate import spread
@@ -129,15 +131,23 @@ def alternate(
             nonzero_exits=sum(1 for r in runs for k in r if k.endswith("_exit") and r[k]),
         )
     ratio: dict[str, float | None] | None = None
+    bars: dict[str, list[float] | None] | None = None
     if "baseline" in rows and "candidate" in rows:
-        ratio = {}
+        ratio, bars = {}, {}
         for metric in METRICS:
             base = spreads["baseline"].spreads[metric]
             cand = spreads["candidate"].spreads[metric]
             if base is None or cand is None or base.median <= 0:
                 ratio[metric] = None  # undefined, shown as N/A
-            else:
-                ratio[metric] = round(cand.median / base.median, 4)
+                bars[metric] = None
+                continue
+            ratio[metric] = round(cand.median / base.median, 4)
+            bar = interval.ratio_interval(
+                [r[metric] for r in rows["baseline"]],
+                [r[metric] for r in rows["candidate"]],
+                seed=f"{seed}:{metric}",
+            )
+            bars[metric] = None if bar is None else list(bar)
     return Timing(
         rounds=rounds,
         size=size,
@@ -154,5 +164,7 @@ def alternate(
         ),
         clients=spreads,
         ratio=ratio,
+        ratio_interval=bars,
+        interval_method=None if bars is None else interval.METHOD,
         floor=floor,
     )

@@ -247,6 +247,7 @@ def load_repetition(data: Mapping[str, Any]) -> RepetitionRecord:
         ),
         evaluation=None if evaluation is None else Evaluation.from_dict(evaluation),
         timing_ratio=data.get("timing_ratio"),
+        timing_ratio_interval=data.get("timing_ratio_interval"),
         speed_met=data.get("speed_met"),
     )
 

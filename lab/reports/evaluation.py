@@ -159,6 +159,7 @@ def evaluation_timing_table(evaluation: Evaluation) -> Table | None:
     cand = timing.clients.get("candidate")
     floor = timing.clients.get("floor")
     ratios = timing.ratio or {}
+    bars = timing.ratio_interval or {}
     rows = [
         [
             label,
@@ -166,6 +167,7 @@ def evaluation_timing_table(evaluation: Evaluation) -> Table | None:
             fmt_spread(cand.spreads.get(metric) if cand else None),
             fmt_ratio(ratios.get(metric)),
             fmt_spread(floor.spreads.get(metric) if floor else None),
+            _fmt_interval(bars.get(metric)),
         ]
         for metric, label in TIMING_METRICS
     ]
@@ -180,6 +182,7 @@ def evaluation_timing_table(evaluation: Evaluation) -> Table | None:
         "N/A where undefined.",
         sentence(f"Method: {fmt(timing.method)}"),
         _floor_note(timing),
+        _interval_note(timing),
     ]
     if exits:
         notes.append("Runs that exited non-zero: " + "; ".join(exits) + ".")
@@ -190,9 +193,25 @@ def evaluation_timing_table(evaluation: Evaluation) -> Table | None:
             "candidate median (range)",
             "ratio",
             "instrument floor median (range)",
+            "ratio 95% interval",
         ],
         rows,
         notes,
+    )
+
+
+def _fmt_interval(bar: list[float] | None) -> str:
+    """[low, high] of a ratio as "0.79x - 0.88x"; N/A where the timing stored none."""
+    return "N/A" if bar is None else f"{fmt_ratio(bar[0])} - {fmt_ratio(bar[1])}"
+
+
+def _interval_note(timing: Timing) -> str:
+    """How the ratio's interval was computed, or that this record has none."""
+    if timing.interval_method is None:
+        return "Ratio interval: not computed by the version of the lab that timed this (N/A)."
+    return sentence(
+        f"Ratio interval: {timing.interval_method}; a speed goal is met only when the whole "
+        "interval is under it"
     )
 
 
