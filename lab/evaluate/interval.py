@@ -2,6 +2,7 @@
 baseline median, by a paired percentile bootstrap over the alternated rounds.
 
     low, high = ratio_interval(base_walls, cand_walls, seed="timing:first_backup_wall")
+    low, high = above_floor_interval(base_walls, cand_walls, floor_walls, seed="…")
     METHOD                     # the sentence the timing record stores as interval_method
 
 Round *i* of the baseline and round *i* of the candidate ran next to each other (the clients
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import random
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 RESAMPLES = 2000
 LEVEL = 0.95
@@ -38,26 +39,60 @@ def ratio_interval(
     resamples: int = RESAMPLES,
     level: float = LEVEL,
 ) -> tuple[float, float] | None:
-    """[low, high] of the median ratio, or None when fewer than ``MIN_ROUNDS`` rounds have
-    both values or a resample's baseline median is not positive."""
-    pairs = [
-        (b, c) for b, c in zip(baseline, candidate, strict=True) if b is not None and c is not None
-    ]
-    if len(pairs) < MIN_ROUNDS:
+    """[low, high] of candidate median ÷ baseline median, or None when fewer than
+    ``MIN_ROUNDS`` rounds have both values or a resample's baseline median is not positive."""
+    return _bootstrap([baseline, candidate], ratio_of_medians, seed, resamples, level)
+
+
+def above_floor_interval(
+    baseline: Sequence[float | None],
+    candidate: Sequence[float | None],
+    floor: Sequence[float | None],
+    *,
+    seed: str,
+    resamples: int = RESAMPLES,
+    level: float = LEVEL,
+) -> tuple[float, float] | None:
+    """[low, high] of the clients' shares above the instrument floor, (candidate median −
+    floor median) ÷ (baseline median − floor median), the three clients of a round kept
+    together; None when a resample's baseline is not above its floor (no share to compare)."""
+    return _bootstrap([baseline, candidate, floor], ratio_above_floor, seed, resamples, level)
+
+
+def ratio_of_medians(columns: Sequence[Sequence[float]]) -> float | None:
+    base = statistics.median(columns[0])
+    return None if base <= 0 else statistics.median(columns[1]) / base
+
+
+def ratio_above_floor(columns: Sequence[Sequence[float]]) -> float | None:
+    floor = statistics.median(columns[2])
+    base = statistics.median(columns[0]) - floor
+    return None if base <= 0 else (statistics.median(columns[1]) - floor) / base
+
+
+def _bootstrap(
+    columns: Sequence[Sequence[float | None]],
+    statistic: Callable[[Sequence[Sequence[float]]], float | None],
+    seed: str,
+    resamples: int,
+    level: float,
+) -> tuple[float, float] | None:
+    rounds = [row for row in zip(*columns, strict=True) if all(v is not None for v in row)]
+    if len(rounds) < MIN_ROUNDS:
         return None
     rng = random.Random(seed)
-    n = len(pairs)
-    ratios: list[float] = []
+    n = len(rounds)
+    values: list[float] = []
     for _ in range(resamples):
-        picked = [pairs[rng.randrange(n)] for _ in range(n)]
-        base = statistics.median(p[0] for p in picked)
-        if base <= 0:
+        picked = [rounds[rng.randrange(n)] for _ in range(n)]
+        value = statistic([[float(row[i] or 0.0) for row in picked] for i in range(len(columns))])
+        if value is None:
             return None
-        ratios.append(statistics.median(p[1] for p in picked) / base)
-    ratios.sort()
+        values.append(value)
+    values.sort()
     tail = (1.0 - level) / 2.0
-    low = ratios[int(tail * resamples)]
-    high = ratios[min(resamples - 1, int((1.0 - tail) * resamples))]
+    low = values[int(tail * resamples)]
+    high = values[min(resamples - 1, int((1.0 - tail) * resamples))]
     return round(low, 4), round(high, 4)
 
 

@@ -93,6 +93,31 @@ def _sandboxed_round(
 METRICS = ("first_backup_wall", "first_backup_cpu", "unchanged_wall", "unchanged_cpu")
 
 
+#: the speed-goal metric a client's own work decides: (candidate − floor) ÷ (baseline − floor)
+#: of the first backup's wall medians, the instrument floor's share taken out of both
+ABOVE_FLOOR = "first_backup_wall_above_floor"
+
+
+def _above_floor(
+    rows: dict[str, list[dict[str, Any]]],
+    spreads: dict[str, ClientTiming],
+    seed: str,
+    ratio: dict[str, float | None],
+    bars: dict[str, list[float] | None],
+) -> None:
+    """``ratio[ABOVE_FLOOR]`` and its interval: undefined (None) when the baseline's median
+    is not above the floor's (no client share to compare)."""
+    medians = [spreads[n].spreads["first_backup_wall"] for n in ("baseline", "candidate", "floor")]
+    base, cand, floor = (None if m is None else m.median for m in medians)
+    if base is None or cand is None or floor is None or base <= floor:
+        ratio[ABOVE_FLOOR], bars[ABOVE_FLOOR] = None, None
+        return
+    ratio[ABOVE_FLOOR] = round((cand - floor) / (base - floor), 4)
+    walls = [[r["first_backup_wall"] for r in rows[n]] for n in ("baseline", "candidate", "floor")]
+    bar = interval.above_floor_interval(*walls, seed=f"{seed}:{ABOVE_FLOOR}")
+    bars[ABOVE_FLOOR] = None if bar is None else list(bar)
+
+
 def alternate(
     clients: dict[str, Path],
     *,
@@ -148,6 +173,8 @@ def alternate(
                 seed=f"{seed}:{metric}",
             )
             bars[metric] = None if bar is None else list(bar)
+        if "floor" in rows:
+            _above_floor(rows, spreads, seed, ratio, bars)
     return Timing(
         rounds=rounds,
         size=size,

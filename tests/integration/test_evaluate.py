@@ -99,6 +99,21 @@ def test_correct_alternative_passes(tmp_path: Path) -> None:
     }
 
 
+def test_a_real_speed_up_passes_and_every_ratio_has_its_interval(tmp_path: Path) -> None:
+    # mmap-speedup.patch: one mapping and one digest call, the payload sent from the mapping
+    code, results = evaluate(
+        tmp_path, "--patch", str(CANDIDATES / "mmap-speedup.patch"), "--timing-runs", "3"
+    )
+    evaluation = results["evaluation"]
+    assert code == 0 and evaluation["status"] == "pass", evaluation.get("status_reason")
+    timing = evaluation["timing"]
+    assert set(timing["ratio_interval"]) == set(timing["ratio"])
+    assert "first_backup_wall_above_floor" in timing["ratio"]
+    assert "bootstrap" in timing["interval_method"]
+    bars = [bar for bar in timing["ratio_interval"].values() if bar is not None]
+    assert bars and all(low <= high for low, high in bars)
+
+
 def test_patch_that_does_not_compile(tmp_path: Path) -> None:
     code, results = evaluate(tmp_path, "--patch", str(CANDIDATES / "does-not-compile.patch"))
     evaluation = results["evaluation"]

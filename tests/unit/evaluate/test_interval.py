@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import random
 
-from lab.evaluate.interval import METHOD, MIN_ROUNDS, half_width, ratio_interval
+import pytest
+
+from lab.evaluate.interval import (
+    METHOD,
+    MIN_ROUNDS,
+    above_floor_interval,
+    half_width,
+    ratio_above_floor,
+    ratio_interval,
+    ratio_of_medians,
+)
 
 
 def _rounds(
@@ -47,3 +57,16 @@ def test_too_few_rounds_or_a_zero_baseline_give_no_interval() -> None:
     # a round missing either value does not count as a pair
     assert ratio_interval([0.01, None, 0.01, 0.01], [0.01, 0.01, None, 0.01], seed="s") is None
     assert ratio_interval([0.0] * 5, [0.01] * 5, seed="s") is None
+
+
+def test_the_share_above_the_floor_takes_the_floor_out_of_both_clients() -> None:
+    # the floor is 40 ms of every round; the baseline adds 10 ms of its own, the candidate 5
+    floor = [0.040 + 0.001 * (i % 3) for i in range(20)]
+    base = [f + 0.010 for f in floor]
+    cand = [f + 0.005 for f in floor]
+    assert ratio_of_medians([base, cand, floor]) == pytest.approx(0.9, abs=0.01)
+    assert ratio_above_floor([base, cand, floor]) == pytest.approx(0.5)
+    bar = above_floor_interval(base, cand, floor, seed="s")
+    assert bar is not None and bar[0] <= 0.5 <= bar[1]
+    # a baseline no slower than the floor leaves no share to compare: no interval at all
+    assert above_floor_interval(floor, cand, floor, seed="s") is None
