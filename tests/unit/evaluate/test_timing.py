@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from lab.evaluate import timing
-from lab.evaluate.model import ClientTiming
 from lab.judge.aggregate import spread
+from lab.model.evaluation import ClientTiming
 
 
 def _rows(walls: list[float]) -> list[dict[str, Any]]:
