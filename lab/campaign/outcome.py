@@ -58,7 +58,10 @@ def speed_met(
 
 def _speed_missed(speed: SpeedGoal, ratio: float | None, interval: list[float] | None) -> str:
     if ratio is None:
-        return f"speed goal missed: N/A (not timed) > {speed.max_ratio:g}×"
+        return (
+            f"speed goal missed: {speed.metric} is N/A (not timed, or undefined: a share above "
+            f"the instrument floor needs a baseline above it), not ≤ {speed.max_ratio:g}×"
+        )
     if interval is None:
         return (
             f"speed goal missed: {ratio:.2f}× has no 95 % interval (too few timing rounds), "
