@@ -186,9 +186,14 @@ def evaluation_timing_table(evaluation: Evaluation) -> Table | None:
     notes = [
         f"Untraced runs, {fmt(timing.rounds)} rounds, clients alternated. "
         "Ratio = candidate median / baseline median; below 1.00x the candidate is faster; "
-        "N/A where undefined. Wall above the floor = (candidate - floor) / (baseline - "
-        "floor) of the first-backup medians: the clients' own shares compared, N/A where the "
-        "baseline's median is not above the floor's.",
+        "N/A where undefined."
+        + (
+            " Wall above the floor = (candidate - floor) / (baseline - floor) of the "
+            "first-backup medians: the clients' own shares compared, N/A where the baseline's "
+            "median is not above the floor's."
+            if ABOVE_FLOOR_ROW[0] in ratios
+            else ""
+        ),
         sentence(f"Method: {fmt(timing.method)}"),
         _floor_note(timing),
         _interval_note(timing),
