@@ -157,27 +157,8 @@ def evaluation_timing_table(evaluation: Evaluation) -> Table | None:
         if evaluation.timing_skipped is None:
             return None
         return Table(["timing"], [[evaluation.timing_skipped]], [])
-    base = timing.clients.get("baseline")
-    cand = timing.clients.get("candidate")
-    floor = timing.clients.get("floor")
     ratios = timing.ratio or {}
-    bars = timing.ratio_interval or {}
-    rows = [
-        [
-            label,
-            fmt_spread(base.spreads.get(metric) if base else None),
-            fmt_spread(cand.spreads.get(metric) if cand else None),
-            fmt_ratio(ratios.get(metric)),
-            fmt_spread(floor.spreads.get(metric) if floor else None),
-            _fmt_interval(bars.get(metric)),
-        ]
-        for metric, label in TIMING_METRICS
-    ]
-    metric, label = ABOVE_FLOOR_ROW
-    if metric in ratios:
-        shown = "see the row above"
-        rows.append([label, shown, shown, fmt_ratio(ratios[metric]), shown])
-        rows[-1].append(_fmt_interval(bars.get(metric)))
+    rows = _timing_rows(timing)
     exits = [
         f"{name}: {fmt(timing.clients[name].nonzero_exits)}"
         for name in ("baseline", "candidate", "floor")
@@ -212,6 +193,33 @@ def evaluation_timing_table(evaluation: Evaluation) -> Table | None:
         rows,
         notes,
     )
+
+
+def _timing_rows(timing: Timing) -> list[list[str]]:
+    """One row per metric (medians, the stored ratio, the floor, the ratio's interval), and
+    the share-above-the-floor row where the timing stored that ratio."""
+    base = timing.clients.get("baseline")
+    cand = timing.clients.get("candidate")
+    floor = timing.clients.get("floor")
+    ratios = timing.ratio or {}
+    bars = timing.ratio_interval or {}
+    rows = [
+        [
+            label,
+            fmt_spread(base.spreads.get(metric) if base else None),
+            fmt_spread(cand.spreads.get(metric) if cand else None),
+            fmt_ratio(ratios.get(metric)),
+            fmt_spread(floor.spreads.get(metric) if floor else None),
+            _fmt_interval(bars.get(metric)),
+        ]
+        for metric, label in TIMING_METRICS
+    ]
+    metric, label = ABOVE_FLOOR_ROW
+    if metric in ratios:
+        shown = "see the row above"
+        rows.append([label, shown, shown, fmt_ratio(ratios[metric]), shown])
+        rows[-1].append(_fmt_interval(bars.get(metric)))
+    return rows
 
 
 def _fmt_interval(bar: list[float] | None) -> str:
