@@ -78,6 +78,11 @@ from lab.reports.scenario import (
 )
 from lab.reports.shards import has_shards, shard_statement, shards_table
 from lab.reports.table import NOT_OBSERVED, Table, fmt_seconds, sentence
+from lab.reports.text import bounded, md_cell, md_fence, md_text
+
+#: a verbatim block (tool output) is cut after this many characters; the whole is in the
+#: archive's raw files
+VERBATIM_LIMIT = 20_000
 
 
 def render_markdown(run: RunResult, *, files: list[ArchivedFile] | None) -> str:
@@ -104,8 +109,8 @@ def render_markdown(run: RunResult, *, files: list[ArchivedFile] | None) -> str:
 
 
 def _cell(value: str) -> str:
-    """A GFM table cell: pipes escaped, line breaks as <br>."""
-    return value.replace("\\", "\\\\").replace("|", "\\|").replace("\n", "<br>")
+    """A GFM table cell: drawn as typed (:func:`lab.reports.text.md_cell`), bounded."""
+    return md_cell(value)
 
 
 def _code(value: str) -> str:
@@ -120,7 +125,7 @@ def _table(table: Table, *, code_columns: set[int] | None = None) -> list[str]:
         lines.append("|" + "|".join(" --- " for _ in table.header) + "|")
         for row in table.rows:
             cells = [
-                _code(_cell(c)) if i in code_columns and _looks_like_digest(c) else _cell(c)
+                _code(c) if i in code_columns and _looks_like_digest(c) else _cell(c)
                 for i, c in enumerate(row)
             ]
             lines.append("| " + " | ".join(cells) + " |")
@@ -135,9 +140,7 @@ def _looks_like_digest(value: str) -> bool:
 
 
 def _escape(value: str) -> str:
-    for ch in ("\\", "*", "_", "`"):
-        value = value.replace(ch, "\\" + ch)
-    return value
+    return md_text(value)
 
 
 def _pairs(rows: list[tuple[str, str]], header: tuple[str, str] = ("", "")) -> list[str]:
@@ -149,7 +152,7 @@ def _pairs(rows: list[tuple[str, str]], header: tuple[str, str] = ("", "")) -> l
 
 def _heading(run: RunResult) -> list[str]:
     cal = run.calibration
-    lines = [f"# Execution Evidence Lab report: {run_name(run.run_id)}", ""]
+    lines = [f"# Execution Evidence Lab report: {_escape(run_name(run.run_id))}", ""]
     if run.incomplete is not None:
         why = str(run.incomplete.get("reason", "interrupted"))
         lines += [
@@ -159,11 +162,11 @@ def _heading(run: RunResult) -> list[str]:
         ]
     headline = evaluation_headline(run.evaluation)
     if headline is not None:
-        lines += [f"**{headline}**", "", f"> {EVALUATION_EXIT_STATEMENT}", ""]
+        lines += [f"**{_escape(headline)}**", "", f"> {_escape(EVALUATION_EXIT_STATEMENT)}", ""]
     lines += [
-        f"**Calibration: {calibration_statement(cal)}.**",
+        f"**Calibration: {_escape(calibration_statement(cal))}.**",
         "",
-        run_status_statement(run),
+        _escape(run_status_statement(run)),
         "",
         f"> **{EXIT_STATUS_STATEMENT}**",
         "",
@@ -173,7 +176,7 @@ def _heading(run: RunResult) -> list[str]:
     lines += _pairs(identity_rows(run), ("item", "value"))
     statement = signing_statement(run.signing)
     if statement:
-        lines += [f"**{statement}**", ""]
+        lines += [f"**{_escape(statement)}**", ""]
     return lines
 
 
@@ -195,10 +198,10 @@ def _matrix(run: RunResult) -> list[str]:
         cells = []
         for c in CLAUSES:
             cell = matrix_cell(s.verdicts.get(c))
-            cells.append(_cell(cell.replace("MISMATCH", "**MISMATCH**")))
+            cells.append(_cell(cell).replace("MISMATCH", "**MISMATCH**"))
         cal = s.calibration
         lines.append(
-            f"| [{scenario_label(s, run)}](#{_anchor(run, s)}) | "
+            f"| [{_escape(scenario_label(s, run))}](#{_anchor(run, s)}) | "
             + " | ".join(cells)
             + f" | {cal.met}/{cal.total} met, {cal.not_met} not met, "
             f"{cal.not_observed} not observed |"
@@ -218,16 +221,16 @@ def _observers(run: RunResult) -> list[str]:
     lines = [
         "## Observers",
         "",
-        sentence(f"Collectors used: {collectors_used(run)}"),
+        _escape(sentence(f"Collectors used: {collectors_used(run)}")),
         "",
-        sentence(f"Unavailable: {collectors_unavailable(run)}"),
+        _escape(sentence(f"Unavailable: {collectors_unavailable(run)}")),
         "",
-        sentence(f"Passes at once: {concurrency_statement(run)}"),
+        _escape(sentence(f"Passes at once: {concurrency_statement(run)}")),
         "",
     ]
     sessions = sessions_statement(run)
     if sessions is not None:
-        lines += [sentence(f"bpftrace sessions: {sessions}"), ""]
+        lines += [_escape(sentence(f"bpftrace sessions: {sessions}")), ""]
     return lines + _table(observer_table(run))
 
 
@@ -237,7 +240,7 @@ def _chart_table(chart: charts.BarChart) -> list[str]:
         [cat, *(NOT_OBSERVED if v is None else charts.value_text(v, chart.unit) for v in vals)]
         for cat, vals in zip(chart.categories, chart.values, strict=True)
     ]
-    lines = [f"### {chart.title}", ""]
+    lines = [f"### {_escape(chart.title)}", ""]
     lines += _table(Table(header, rows, [chart.caption, *chart.notes]))
     return lines
 
@@ -287,7 +290,7 @@ def _shards(run: RunResult) -> list[str]:
     lines = ["## Shards", ""]
     statement = shard_statement(run)
     if statement:
-        lines += [statement, ""]
+        lines += [_escape(statement), ""]
     if run.shards:
         lines += _table(shards_table(run))
     return lines
@@ -306,7 +309,7 @@ def _evaluation(evaluation: Evaluation) -> list[str]:
         ("What was frozen before the candidate ran", evaluation_frozen_files(evaluation)),
     ):
         if table is not None:
-            lines += [f"### {title}", ""]
+            lines += [f"### {_escape(title)}", ""]
             lines += _table(table, code_columns={1})
     other = evaluation_other_rows(evaluation)
     if other:
@@ -320,7 +323,7 @@ def _campaign(record: CampaignRecord) -> list[str]:
     lines += [_escape(CAMPAIGN_EXIT_STATEMENT), ""]
     lines += _pairs(campaign_identity(record), ("item", "value"))
     for title, content in campaign_sections(record):
-        lines += [f"### {title}", ""]
+        lines += [f"### {_escape(title)}", ""]
         if isinstance(content, Table):
             lines += _table(content)
         else:
@@ -331,19 +334,21 @@ def _campaign(record: CampaignRecord) -> list[str]:
 def _scenario(run: RunResult, s: ScenarioResult) -> list[str]:
     label = scenario_label(s, run)
     lines = [
-        f"## Scenario {label}",
+        f"## Scenario {_escape(label)}",
         "",
         f"{_escape(s.description)}",
         "",
-        f"Scenario file `{s.scenario_file}`, repetition {s.repetition}, lab wall time "
-        f"{fmt_seconds(s.wall_s)}. Calibration: {calibration_statement(s.calibration)}.",
+        _escape(
+            f"Scenario file {s.scenario_file}, repetition {s.repetition}, lab wall time "
+            f"{fmt_seconds(s.wall_s)}. Calibration: {calibration_statement(s.calibration)}."
+        ),
         "",
     ]
     if s.error:
         lines += [f"**The scenario did not complete: {_escape(s.error)}**", ""]
     lines += ["### Verdicts", ""]
     lines += _table(verdict_table(s))
-    lines += ["### What the client claimed", "", records_note(s), ""]
+    lines += ["### What the client claimed", "", _escape(records_note(s)), ""]
     lines += _table(client_table(s))
     lines += ["### What the observers saw", ""]
     lines += _table(receiver_table(s))
@@ -355,12 +360,13 @@ def _scenario(run: RunResult, s: ScenarioResult) -> list[str]:
         lines += _table(observer_summary_table(s, name))
         if name == "bpftrace":
             for index, block in probe_maps(s):
+                shown = bounded(block, VERBATIM_LIMIT)
                 lines += [
                     f"bpftrace final map values, invocation {index} (verbatim):",
                     "",
-                    "```",
-                    block,
-                    "```",
+                    md_fence(shown),
+                    shown,
+                    md_fence(shown),
                     "",
                 ]
         if name == "perf":
@@ -389,7 +395,7 @@ def _scenario(run: RunResult, s: ScenarioResult) -> list[str]:
 
 def _limits() -> list[str]:
     lines = ["## What this evidence cannot show", ""]
-    lines += [f"- **{name}**: {why}" for name, why in OBSERVER_LIMITS.items()]
-    lines += [f"- {why}" for why in GENERAL_LIMITS]
-    lines += ["", f"**{EXIT_STATUS_STATEMENT}**", ""]
+    lines += [f"- **{name}**: {_escape(why)}" for name, why in OBSERVER_LIMITS.items()]
+    lines += [f"- {_escape(why)}" for why in GENERAL_LIMITS]
+    lines += ["", f"**{_escape(EXIT_STATUS_STATEMENT)}**", ""]
     return lines

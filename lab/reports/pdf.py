@@ -20,7 +20,6 @@ from __future__ import annotations
 import io
 from pathlib import Path
 from typing import Any
-from xml.sax.saxutils import escape
 
 from reportlab.lib import colors
 from reportlab.platypus import (
@@ -106,6 +105,7 @@ from lab.reports.scenario import (
 )
 from lab.reports.shards import has_shards, shard_statement, shards_table
 from lab.reports.table import NOT_RECORDED, fmt_seconds, sentence
+from lab.reports.text import pdf_text as escape
 
 
 def render_pdf(run: RunResult, out: Path, *, files: list[ArchivedFile] | None) -> None:

@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
-from xml.sax.saxutils import escape
 
 from reportlab.lib import colors
 from reportlab.lib.enums import TA_LEFT
@@ -38,6 +37,11 @@ from reportlab.platypus import (
 
 from lab.reports.fonts import BOLD, ITALIC, MONO, SANS
 from lab.reports.table import Table as ReportTable
+from lab.reports.text import RAW_FILE, TEXT_LIMIT, bounded, pdf_text
+
+#: a verbatim box shows at most this many lines of this many characters
+VERBATIM_LINES = 50
+VERBATIM_WIDTH = 100
 
 PAGE = A4
 MARGIN = 16 * mm
@@ -120,13 +124,38 @@ for _style in STYLES.values():
 
 
 def para(value: str, style: str = "cell") -> Paragraph:
-    return Paragraph(escape(value).replace("\n", "<br/>"), STYLES[style])
+    """``value`` drawn as typed (never obeyed as reportlab markup), bounded in length."""
+    return Paragraph(pdf_text(value), STYLES[style])
 
 
 def heading(value: str, level: int) -> Paragraph:
-    para = Paragraph(escape(value), STYLES["h1" if level == 0 else "h2"])
+    para = Paragraph(pdf_text(value, 200), STYLES["h1" if level == 0 else "h2"])
     para._outline_level = level
     return para
+
+
+#: No table cell is taller than this: a page's frame is about 780 pt, and reportlab raises
+#: LayoutError (no report, no archive) on a row that cannot fit on one.
+CELL_MAX_HEIGHT = 360.0
+
+
+def cell_para(value: str, style: str, width: float) -> Paragraph:
+    """A table cell of ``width`` points: cut (with the marker saying how much is left out and
+    where it is kept) to at most ``CELL_MAX_HEIGHT`` points, whatever a client printed."""
+    cell = para(value, style)
+    if len(value) < 200 and value.count("\n") < 20:
+        return cell  # too short to approach the limit: no measuring
+    inner = max(width - 6, 10)  # the grid's left and right padding
+    if cell.wrap(inner, 1e9)[1] <= CELL_MAX_HEIGHT:
+        return cell
+    low, high = 0, min(len(value), TEXT_LIMIT)
+    while low < high:  # the longest prefix that fits
+        mid = (low + high + 1) // 2
+        if para(bounded(value, mid), style).wrap(inner, 1e9)[1] <= CELL_MAX_HEIGHT:
+            low = mid
+        else:
+            high = mid - 1
+    return para(bounded(value, low), style)
 
 
 def _is_digest(value: str) -> bool:
@@ -155,7 +184,7 @@ def grid(
                 if _is_digest(value)
                 else ("cellhead" if i == 0 and first_column_bold else "cell")
             )
-            cells.append(para(value, style))
+            cells.append(cell_para(value, style, widths[i]))
         data.append(cells)
     table = Table(data, colWidths=list(widths), repeatRows=1)
     table.setStyle(
@@ -197,8 +226,14 @@ def table_flow(
 
 
 def verbatim(block: str) -> Table:
-    """Raw probe output, verbatim, in a shaded box (Preformatted alone draws no background)."""
-    box = Table([[Preformatted(block, STYLES["pre"])]], colWidths=[WIDTH * 0.6])
+    """Raw probe output, verbatim, in a shaded box (Preformatted alone draws no background);
+    at most ``VERBATIM_LINES`` lines of it, each cut at ``VERBATIM_WIDTH`` characters."""
+    lines = block.splitlines()
+    shown = [bounded(line, VERBATIM_WIDTH) for line in lines[:VERBATIM_LINES]]
+    if len(lines) > VERBATIM_LINES:
+        rest = len("\n".join(lines[VERBATIM_LINES:]).encode("utf-8", "replace"))
+        shown.append(f"… ({rest} more bytes in {RAW_FILE})")
+    box = Table([[Preformatted("\n".join(shown), STYLES["pre"])]], colWidths=[WIDTH * 0.6])
     box.setStyle(
         TableStyle(
             [
