@@ -10,12 +10,20 @@ It draws ``RunResult``, ``VerifyReport`` and self-test cases; it computes nothin
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+from typing import Any
+
 from rich.console import Console
 from rich.table import Table
 
+from lab.evidence.archive import ArchiveInfo
 from lab.evidence.checks import VerifyReport
 from lab.evidence.selftest import SelftestCase
 from lab.model import CLAUSES, OBSERVERS, RunResult, Verdict
+from lab.model.campaign import CampaignRecord
+from lab.model.evaluation import Evaluation
+from lab.reports.campaign import campaign_lines
 from lab.reports.run import concurrency_statement, sessions_statement
 from lab.reports.table import sentence
 from lab.reports.text import console_text as _t
@@ -203,3 +211,109 @@ def selftest_table(cases: list[SelftestCase], archive: str) -> Table:
             _t(case.reason),
         )
     return table
+
+
+def print_archive(info: ArchiveInfo, console: Console) -> None:
+    """Where the archive is, who signed it, and the commands that verify it."""
+    rel = _rel(info.path)
+    console.print(f"Archive: {rel}")
+    console.print(f"SHA-256: {info.sha256}")
+    console.print(
+        f"Signed by key {info.key_id} (the key id minisign -V and lab verify print; public key "
+        "in lab.pub, and lab.pub.pem for openssl)",
+        highlight=False,
+        soft_wrap=True,
+    )
+    if info.ephemeral:
+        console.print(
+            "[yellow]Signed with an ephemeral key: integrity only, authenticity is not "
+            "established. Set LAB_SIGNING_KEY to sign with your key.[/]"
+        )
+    run_dir = _rel(info.run_dir)
+    pubkey = "" if info.ephemeral else " --pubkey YOUR-lab.pub"
+    console.print("Verify it with the lab:", highlight=False)
+    console.print(f"  python -m lab verify {rel}{pubkey}", highlight=False, soft_wrap=True)
+    console.print("Or with standard tools, in the unpacked run directory:", highlight=False)
+    for line in (
+        f"cd {run_dir}",
+        "signify-openbsd -C -p lab.pub -x SHA256SUMS.signify   # signed list + every file",
+        "signify-openbsd -V -p lab.pub -m SHA256SUMS           # or: the list's signature,",
+        "minisign -V -p lab.pub -m SHA256SUMS -x SHA256SUMS.sig  # (the same, with minisign)",
+        "sha256sum -c SHA256SUMS          # then every file (GNU coreutils, shasum -c)",
+        "sha256sum -c SHA256SUMS.gnu      # the same with busybox: GNU lines, listed in SHA256SUMS",
+    ):
+        console.print(f"  {line}", highlight=False, soft_wrap=True)
+    console.print(
+        "  (compare lab.pub with the key you trust: the embedded key alone proves integrity, "
+        "not authenticity)",
+        highlight=False,
+    )
+    console.print("Check the archive file itself, from its directory:", highlight=False)
+    console.print(
+        f"  cd {_rel(info.path.parent)} && sha256sum -c {info.checksum_file.name}",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def _rel(path: Path) -> str:
+    try:
+        return os.path.relpath(path, Path.cwd())
+    except ValueError:
+        return str(path)
+
+
+def print_evaluation(evaluation: Evaluation, console: Console) -> None:
+    """The candidate's verified result: status, k/N per clause, the untraced timing ratio."""
+    console.print(
+        f"Evaluation {_t(evaluation.evaluation_id)}: [bold]{_t(evaluation.status)}[/]"
+        + (f" — {_t(evaluation.status_reason)}" if evaluation.status_reason else "")
+    )
+    for clause, row in (evaluation.clauses or {}).items():
+        console.print(
+            f"  {clause}: {row.passed}/{row.exercised} passed where exercised"
+            f" ({row.failed} fail, {row.not_observed} not observed,"
+            f" {row.not_exercised} of {row.total} not exercised)"
+        )
+    if evaluation.timing_skipped:
+        console.print(f"  timing: {_t(evaluation.timing_skipped)}")
+    ratio = evaluation.timing.ratio if evaluation.timing is not None else None
+    if ratio:
+        fb = ratio.get("first_backup_wall")
+        console.print(
+            f"  timing (untraced, median wall, first backup): candidate/baseline = "
+            f"{'N/A' if fb is None else f'{fb:.2f}×'}"
+        )
+    share = evaluation.timing.floor_share("first_backup_wall") if evaluation.timing else None
+    if share is not None:
+        console.print(
+            f"  instrument floor (a reference uploader timed the same way): {100.0 * share:.0f}%"
+            " of the baseline's first-backup wall"
+        )
+
+
+def print_merge(
+    shards: list[dict[str, Any]],
+    evaluation: Evaluation | None,
+    campaign: CampaignRecord | None,
+    console: Console,
+) -> None:
+    """What ``lab merge`` adds to a run's summary: each shard archive, and the merged
+    evaluation or campaign."""
+    for shard in shards:
+        console.print(
+            _t(
+                f"shard {shard['index']}/{shard['count']}: {shard['archive']} "
+                f"sha256 {shard['sha256']} ({len(shard['units'])} units)"
+            ),
+            highlight=False,
+        )
+    if evaluation is not None:
+        print_evaluation(evaluation, console)
+    if campaign is not None:
+        print_campaign(campaign, console)
+
+
+def print_campaign(record: CampaignRecord, console: Console) -> None:
+    for line in campaign_lines(record):
+        console.print(line, highlight=False, markup=False)

@@ -27,7 +27,7 @@ def test_matrix_and_calibration_score(sample_run: RunResult) -> None:
     cal = sample_run.calibration
     assert cal.total > 0 and cal.not_met == 0
     assert f"{cal.met} of {cal.total} expectations met, 0 not met, 0 not observed" in md
-    matrix = _section(md, "## Verdict matrix")
+    matrix = _section(md, "## Verdict")
     assert "| scenario | C1 | C2 | C3 | C4 | C5 | C6 | calibration |" in matrix
     rows = [line for line in matrix.splitlines() if line.startswith("| [")]
     assert len(rows) == 8
@@ -83,7 +83,8 @@ def test_identity_without_hostname_or_host_paths(sample_run: RunResult) -> None:
     assert sample_run.environment["git_commit"] in identity
     assert sample_run.environment["client_sha256"] in identity
     assert sample_run.signing["key_id"] in identity
-    assert "authenticity - who produced it - is not established" in identity
+    # the signing statement is on the verdict, before the identity
+    assert "authenticity - who produced it - is not established" in _section(md, "## Verdict")
     assert "reviewer-secret-hostname" not in md
     assert "/work/" not in md and "/tmp/" not in md
 
@@ -141,7 +142,7 @@ def test_refused_evaluation_says_so_first(repeated_run: RunResult) -> None:
     )
     evaluation = _section(render_markdown(repeated_run, files=None), "## Candidate evaluation")
     first = evaluation.split("\n")[2]
-    assert first.startswith("**The lab refused to judge this candidate: the instrument did not")
+    assert first.startswith("> **The lab refused to judge this candidate: the instrument did not")
     assert "did NOT catch the seeded defects" in evaluation
 
 
@@ -159,7 +160,7 @@ def test_unavailable_observers_are_not_zeros(degraded_run: RunResult) -> None:
         r"\| bpftrace \| 1 \| connects \| 2 \| not observed \| not observed \|", baseline
     )
     assert "| C3 | destination" in baseline and "| not-observed | not observed |" in baseline
-    matrix = _section(md, "## Verdict matrix")
+    matrix = _section(md, "## Verdict")
     assert "not-observed (expected pass)" in matrix
 
 
