@@ -24,9 +24,9 @@ from lab.run import shard
 from lab.run.shard import ShardSpec
 from lab.workloads.backup import scenario
 from tests.conftest import ASSETS, ROOT
-from tests.unit.model.test_campaign import record, rep
 from tests.unit.merge.conftest import key  # noqa: F401 - the signing key fixture
 from tests.unit.merge.shard_archives import pack_shard, refused
+from tests.unit.model.test_campaign import record, rep
 from tests.unit.reports.reports_sample import build_sample_run
 
 TASK = ASSETS / "campaigns" / "quick-speedup.yaml"
