@@ -55,6 +55,7 @@ from lab.reports.view import (
     Bullets,
     RawFiles,
     Section,
+    Swimlanes,
     TableBlock,
     Text,
     Verbatim,
@@ -101,6 +102,8 @@ def scenario_sections(
         Text(records_elsewhere(s, label), "note", views=PDF),
     ]
     out.append(Section("Calibration findings", 1, findings))
+    lanes = Swimlanes(s.name, s.repetition)
+    out.append(Section("Timeline", 1, [lanes], views=lanes.views))
     prefix = f"{s.name}/r{s.repetition}/"
     raw = tuple(sorted(f.path for f in files or [] if f.path.startswith(prefix)))
     if raw:

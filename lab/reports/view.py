@@ -87,7 +87,17 @@ class RawFiles:
     views: frozenset[View] = frozenset(("html",))
 
 
-Block = Text | Bullets | TableBlock | Verbatim | Chart | Matrix | RawFiles
+@dataclass(frozen=True)
+class Swimlanes:
+    """One scenario repetition's invocations on the run's one clock, drawn from the
+    timeline rows the presenter was given (:mod:`lab.reports.swimlanes`)."""
+
+    scenario: str
+    repetition: int
+    views: frozenset[View] = frozenset(("html",))
+
+
+Block = Text | Bullets | TableBlock | Verbatim | Chart | Matrix | RawFiles | Swimlanes
 
 
 @dataclass
