@@ -59,7 +59,7 @@ def test_claims_observers_findings_and_limits(sample_run: RunResult) -> None:
     md = render_markdown(sample_run, files=FILES)
     false_success = _section(md, "## Scenario false-success")
     assert "| exit status | 0 | 0 |" in false_success
-    assert '{"event": "complete", "status": "ok"}' in false_success
+    assert "| completion event | status ok | status ok |" in false_success
     assert "| backup exists | no | no |" in false_success
     assert "### Calibration findings" in false_success
     assert "| verifier | 2 | backup_exists | no | no | met |" in false_success
