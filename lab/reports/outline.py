@@ -19,7 +19,7 @@ evaluation sections by :mod:`lab.reports.outline_parts`.
 
 from __future__ import annotations
 
-from lab.model import CLAUSE_TITLES, CLAUSES, RunResult
+from lab.model import CLAUSE_TITLES, CLAUSES, RunResult, ScenarioResult
 from lab.reports import ArchivedFile, charts
 from lab.reports.files import files_table
 from lab.reports.outline_scenario import (
@@ -184,7 +184,7 @@ def figures_section(run: RunResult) -> Section:
         )
     client = run.environment.get("client")
     cpu = [
-        chart
+        (s, chart)
         for s in charts.first_repetitions(run)
         if (
             chart := charts.perf_symbols_chart(
@@ -197,10 +197,35 @@ def figures_section(run: RunResult) -> Section:
         blocks.append(Text("CPU samples by symbol: not observed (perf observed no invocation)."))
     else:
         # one caption for every CPU chart; report.md and report.html keep the per-scenario
-        # symbol tables in each scenario's section instead
-        blocks.append(Text(cpu[0].caption, "note", views=PDF))
-        blocks += [Chart(c, caption=False, views=PDF) for c in cpu]
+        # symbol tables in each scenario's section instead. The PDF's page budget holds the
+        # CPU_CHARTS scenarios that spent the most CPU time (the most telling: a client
+        # that spins or re-hashes), and says which it left out
+        shown = sorted(cpu, key=lambda pair: -_cpu_time(pair[0]))[:CPU_CHARTS]
+        blocks.append(Text(cpu[0][1].caption, "note", views=PDF))
+        blocks += [Chart(c, caption=False, views=PDF) for s, c in cpu if (s, c) in shown]
+        left = [s.name for s, _c in cpu if all(s is not t for t, _ in shown)]
+        if left:
+            blocks.append(
+                Text(
+                    f"CPU samples of {', '.join(left)}: in report.md and report.html, each "
+                    "scenario's section (this report draws the scenarios that spent the most "
+                    "CPU time).",
+                    "note",
+                    views=PDF,
+                )
+            )
     return Section("Figures", 0, blocks)
+
+
+#: CPU charts the PDF draws (of the scenarios that spent the most CPU time)
+CPU_CHARTS = 2
+
+
+def _cpu_time(s: ScenarioResult) -> float:
+    primary = s.primary
+    if primary is None:
+        return 0.0
+    return sum(inv.claim.cpu_s or 0.0 for inv in primary.invocations)
 
 
 def repetitions_sections(run: RunResult) -> list[Section]:

@@ -24,6 +24,7 @@ from reportlab.lib.enums import TA_LEFT
 from reportlab.lib.pagesizes import A4
 from reportlab.lib.styles import ParagraphStyle
 from reportlab.lib.units import mm
+from reportlab.pdfbase.pdfmetrics import stringWidth
 from reportlab.pdfgen.canvas import Canvas
 from reportlab.platypus import (
     Flowable,
@@ -139,9 +140,62 @@ def heading(value: str, level: int) -> Paragraph:
 CELL_MAX_HEIGHT = 360.0
 
 
+#: the smallest face a cell shrinks to so that its longest word fits whole
+MIN_CELL_SIZE = 5.0
+#: where an identifier too long for its cell may wrap (never inside a word)
+SEPARATORS = "/.:_,;=-"
+
+
+def _fitting(value: str, style: str, inner: float) -> tuple[str, str]:
+    """``value`` and a style under which no word of it is broken: the cell's own face when
+    its longest word fits, else a smaller one (down to ``MIN_CELL_SIZE``), else the word
+    wrapped at separators (``/``, ``.``, ``:``, ``_`` …) onto lines of their own."""
+    base = STYLES[style]
+    words = value.split()
+    if not words:
+        return value, style
+    longest = max(words, key=lambda w: stringWidth(w, base.fontName, base.fontSize))
+    size = base.fontSize
+    while stringWidth(longest, base.fontName, size) > inner and size > MIN_CELL_SIZE:
+        size -= 0.5
+    if size != base.fontSize:
+        name = f"{style}@{size}"
+        if name not in STYLES:
+            STYLES[name] = ParagraphStyle(name, parent=base, fontSize=size, leading=size * 1.23)
+        style = name
+    if stringWidth(longest, base.fontName, size) <= inner:
+        return value, style
+    return " ".join(_wrap_word(w, base.fontName, size, inner) for w in words), style
+
+
+def _wrap_word(word: str, font: str, size: float, inner: float) -> str:
+    if stringWidth(word, font, size) <= inner:
+        return word
+    lines, line = [], ""
+    for piece in _pieces(word):
+        if line and stringWidth(line + piece, font, size) > inner:
+            lines.append(line)
+            line = ""
+        line += piece
+    return "\n".join([*lines, line])
+
+
+def _pieces(word: str) -> list[str]:
+    """``word`` cut after each separator: "a/b.c" -> ["a/", "b.", "c"]."""
+    out, piece = [], ""
+    for ch in word:
+        piece += ch
+        if ch in SEPARATORS:
+            out.append(piece)
+            piece = ""
+    return [*out, piece] if piece else out
+
+
 def cell_para(value: str, style: str, width: float) -> Paragraph:
-    """A table cell of ``width`` points: cut (with the marker saying how much is left out and
-    where it is kept) to at most ``CELL_MAX_HEIGHT`` points, whatever a client printed."""
+    """A table cell of ``width`` points, no word broken inside it (:func:`_fitting`), cut
+    (with the marker saying how much is left out and where it is kept) to at most
+    ``CELL_MAX_HEIGHT`` points, whatever a client printed."""
+    value, style = _fitting(bounded(value), style, max(width - 6, 10))
     cell = para(value, style)
     if len(value) < 200 and value.count("\n") < 20:
         return cell  # too short to approach the limit: no measuring
@@ -172,7 +226,9 @@ def grid(
 ) -> Table:
     """A table of wrapped paragraphs whose header repeats on every page it spans; a cell
     holding exactly an outcome word gets that outcome's colour."""
-    data: list[list[Flowable]] = [[para(h, "cellhead") for h in header]]
+    data: list[list[Flowable]] = [
+        [cell_para(h, "cellhead", w) for h, w in zip(header, widths, strict=False)]
+    ]
     fills: list[tuple[Any, ...]] = []
     for r, row in enumerate(rows, start=1):
         cells: list[Flowable] = []

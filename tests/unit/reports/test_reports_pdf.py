@@ -299,3 +299,26 @@ def test_bytes_do_not_depend_on_the_environment(repo_root: Path, tmp_path: Path)
         )
         outputs.append(out.read_bytes())
     assert outputs[0] == outputs[1]
+
+
+def test_no_word_is_broken_inside_a_cell() -> None:
+    from reportlab.pdfbase.pdfmetrics import stringWidth
+
+    from lab.reports import fonts
+    from lab.reports.pdf_blocks import SEPARATORS, STYLES, _fitting
+
+    fonts.register()
+    for value, inner in (
+        ("not-observed", 46.0),
+        ("payload_bytes_consumed", 60.0),
+        ("['127.0.0.1:37787'] and 127.0.0.1:40123/abc/def/ghi/jkl/mno/pqr/stu", 40.0),
+    ):
+        text, style = _fitting(value, "cell", inner)
+        face = STYLES[style]
+        for line in text.split("\n"):
+            for word in line.split():
+                assert stringWidth(word, face.fontName, face.fontSize) <= inner, (value, word)
+        # a word wraps only after a separator, never inside a name
+        for line in text.split("\n")[:-1]:
+            assert line[-1] in SEPARATORS, (value, line)
+        assert text.replace("\n", "") == value
