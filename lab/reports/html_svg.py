@@ -16,8 +16,9 @@ _WIDTH = 720
 _LABEL = 78
 _LANE = 22
 _TOP = 26
-_COLOURS = {
-    "runner": "#555",
+#: one colour per timeline source (the PDF's drawing uses the same)
+COLOURS = {
+    "runner": "#555555",
     "client": "#1f6feb",
     "strace": "#8250df",
     "bpftrace": "#bf3989",
@@ -54,7 +55,7 @@ def swimlane_svg(chart: Swimlane) -> str:
             tip = f"{mark.source} {mark.event} at +{fmt_offset(mark.t_ns - chart.start_ns)}"
             parts.append(
                 f'<rect x="{x(mark.t_ns) - 1.5:.1f}" y="{y + 2}" width="3" height="{_LANE - 8}" '
-                f'fill="{_COLOURS.get(mark.source, "#333")}"><title>{html_text(tip, 300)}'
+                f'fill="{COLOURS.get(mark.source, "#333")}"><title>{html_text(tip, 300)}'
                 "</title></rect>"
             )
         if omitted:

@@ -17,6 +17,7 @@ The flowables, styles and the document itself are :mod:`lab.reports.pdf_blocks`.
 from __future__ import annotations
 
 import io
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -54,18 +55,37 @@ from lab.reports.pdf_blocks import (
     table_flow,
     verbatim,
 )
+from lab.reports.pdf_swimlane import swimlane_flow
 from lab.reports.run import (
     clause_name,
     run_name,
     scenario_label,
 )
+from lab.reports.swimlanes import Swimlane, lanes_of, swimlanes
 from lab.reports.table import NOT_RECORDED
 from lab.reports.text import pdf_text as escape
-from lab.reports.view import Block, Bullets, Chart, Matrix, RawFiles, TableBlock, Text, Verbatim
+from lab.reports.view import (
+    Block,
+    Bullets,
+    Chart,
+    Matrix,
+    RawFiles,
+    Swimlanes,
+    TableBlock,
+    Text,
+    Verbatim,
+)
 
 
-def render_pdf(run: RunResult, out: Path, *, files: list[ArchivedFile] | None) -> None:
-    """Write the PDF report of ``run`` to ``out`` (the same bytes for the same input)."""
+def render_pdf(
+    run: RunResult,
+    out: Path,
+    *,
+    files: list[ArchivedFile] | None,
+    timeline: Iterable[Mapping[str, Any]] = (),
+) -> None:
+    """Write the PDF report of ``run`` to ``out`` (the same bytes for the same input);
+    ``timeline``: timeline.jsonl's rows, for the swimlane charts."""
     fonts.register()
     buffer = io.BytesIO()
     doc = Document(
@@ -84,14 +104,16 @@ def render_pdf(run: RunResult, out: Path, *, files: list[ArchivedFile] | None) -
         displayDocTitle=1,
         invariant=1,
     )
-    story = _story(run, files)
+    story = _story(run, files, swimlanes(timeline))
     draw_footer = footer(run_name(run.run_id))
     with document_date(epoch_of(run.finished_at)):
         doc.build(story, onFirstPage=draw_footer, onLaterPages=draw_footer)
     out.write_bytes(buffer.getvalue())
 
 
-def _story(run: RunResult, files: list[ArchivedFile] | None) -> list[Flowable]:
+def _story(
+    run: RunResult, files: list[ArchivedFile] | None, lanes: list[Swimlane]
+) -> list[Flowable]:
     story: list[Flowable] = [
         Paragraph("Execution Evidence Lab report", STYLES["title"]),
         para(f"{run.started_at} to {run.finished_at}: {run_name(run.run_id)}", "body"),
@@ -105,7 +127,7 @@ def _story(run: RunResult, files: list[ArchivedFile] | None) -> list[Flowable]:
         if section.keep:
             story.append(CondPageBreak(section.keep))
         title = heading(section.title, section.level)
-        groups = [_block(block) for block in blocks]
+        groups = [_block(block, lanes) for block in blocks]
         if groups and isinstance(blocks[0], Chart):
             # the heading travels with the first figure: never alone at the foot of a page
             groups[0] = [title, *groups[0]]
@@ -121,7 +143,7 @@ def _story(run: RunResult, files: list[ArchivedFile] | None) -> list[Flowable]:
     return story
 
 
-def _block(block: Block) -> list[Flowable]:
+def _block(block: Block, lanes: list[Swimlane]) -> list[Flowable]:
     if isinstance(block, Text):
         return [para(block.text, block.style)]
     if isinstance(block, Bullets):
@@ -136,6 +158,8 @@ def _block(block: Block) -> list[Flowable]:
         return _chart(block.chart, caption=block.caption)
     if isinstance(block, Matrix):
         return _matrix(block.run)
+    if isinstance(block, Swimlanes):
+        return swimlane_flow(lanes_of(lanes, block.scenario, block.repetition))
     if isinstance(block, RawFiles):
         return []
     raise TypeError(f"no PDF drawing for {type(block).__name__}")

@@ -94,7 +94,7 @@ class Swimlanes:
 
     scenario: str
     repetition: int
-    views: frozenset[View] = frozenset(("html",))
+    views: frozenset[View] = frozenset(("html", "pdf"))
 
 
 Block = Text | Bullets | TableBlock | Verbatim | Chart | Matrix | RawFiles | Swimlanes

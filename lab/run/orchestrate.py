@@ -481,12 +481,13 @@ def finish(
 
     files = archived_files(run_dir)
     (run_dir / "report.md").write_text(render_markdown(result, files=files), encoding="utf-8")
-    say("Drawing the PDF report…")
-    render_pdf(result, run_dir / "report.pdf", files=files)
     from lab.reports.html import render_html
     from lab.reports.swimlanes import timeline_rows
 
-    html = render_html(result, files=files, timeline=timeline_rows(run_dir / "timeline.jsonl"))
+    rows = timeline_rows(run_dir / "timeline.jsonl")
+    say("Drawing the PDF report…")
+    render_pdf(result, run_dir / "report.pdf", files=files, timeline=rows)
+    html = render_html(result, files=files, timeline=rows)
     (run_dir / "report.html").write_text(html, encoding="utf-8")
     if signer is None:
         return None

@@ -245,7 +245,7 @@ def test_pdf_holds_the_key_content(sample_run: RunResult, tmp_path: Path) -> Non
     assert "report.md, section 'Scenario hash-storm'" in words  # the raw tables' home
     assert "Logical source bytes read per invocation (strace)" in words
     assert "CPU samples by symbol: busy-spin" in words
-    assert "[unresolved] libcrypto.so.3" in words
+    assert "libcrypto.so.3, no symbols" in words
     assert "Tracing overhead: traced / untraced client wall time" in words
     assert FILES[0].sha256 in words
     assert "authenticity - who produced it - is not established" in words
@@ -322,3 +322,15 @@ def test_no_word_is_broken_inside_a_cell() -> None:
         for line in text.split("\n")[:-1]:
             assert line[-1] in SEPARATORS, (value, line)
         assert text.replace("\n", "") == value
+
+
+def test_swimlanes_in_the_pdf(sample_run: RunResult, tmp_path: Path) -> None:
+    from tests.unit.reports.test_reports_html import timeline
+
+    pdf = tmp_path / "report.pdf"
+    render_pdf(sample_run, pdf, files=FILES, timeline=timeline(sample_run))
+    words = " ".join(" ".join(_page_text(pdf, p).split()) for p in range(1, _pages(pdf) + 1))
+    for s in sample_run.scenarios:
+        # one chart per scenario repetition (its most telling invocation), the rest in HTML
+        assert f"Timeline of {s.name} r{s.repetition}, pass strace, invocation" in words
+    assert "The other 1 invocations are drawn in report.html" in words
