@@ -260,6 +260,5 @@ def limits_section() -> Section:
     blocks: list[Block] = [
         TableBlock(Table(["observer", "limit"], rows), widths(60)),
         Bullets(tuple(GENERAL_LIMITS)),
-        Text(EXIT_STATUS_STATEMENT, "box"),
     ]
     return Section("What this evidence cannot show", 0, blocks, keep=200)
