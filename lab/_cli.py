@@ -19,6 +19,7 @@ from lab._parser import build_parser, completion_script
 from lab.errors import ArchiveError, LabError
 from lab.evaluate.request import EvaluationRequest
 from lab.model.evaluation import CandidateKind
+from lab.pipeline import RunRequest, execute
 from lab.reports.console import (
     print_archive,
     print_campaign,
@@ -26,7 +27,6 @@ from lab.reports.console import (
     print_merge,
     print_summary,
 )
-from lab.run.orchestrate import RunRequest, execute
 
 __all__ = ["build_parser", "main"]
 
