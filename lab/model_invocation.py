@@ -203,10 +203,15 @@ class SandboxRecord:
     stderr: dict[str, Any] = field(default_factory=dict)
     #: one sentence when the sandbox itself failed (the client then never ran)
     error: str | None = None
+    #: "home" / "tmp" -> what the bounded directory held after the invocation (bytes and
+    #: inodes used, the bounds, whether it was full: lab.sandbox.boxfs.DiskUse); None where
+    #: it could not be read; empty without a sandbox
+    disk: dict[str, dict[str, Any] | None] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "enabled": self.enabled,
+            "disk": {k: None if v is None else dict(v) for k, v in sorted(self.disk.items())},
             "cgroup": self.cgroup,
             "cgroup_id": self.cgroup_id,
             "main_pid": self.main_pid,

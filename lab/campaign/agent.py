@@ -36,7 +36,7 @@ from pathlib import Path
 
 from lab.errors import CampaignError
 from lab.evaluate.candidate import MakeRunner
-from lab.sandbox import Outcome, Sandbox
+from lab.sandbox import Outcome, Sandbox, boxfs
 from lab.sandbox import netns as netns_mod
 from lab.sandbox.jail import JailSpec, jail_argv, resolv_conf_text
 from lab.sandbox.supervise import supervise
@@ -192,7 +192,7 @@ def cell_dirs(scratch: Path, sandbox: Sandbox) -> tuple[Path, Path, Path]:
     box.chmod(0o755)
     for path in (home, tmp):
         path.mkdir(mode=0o700)
-        os.chown(path, sandbox.user.uid, sandbox.user.gid)
+        sandbox.bounded(path)  # a bounded tmpfs, as a client's (lab.sandbox.boxfs)
     return box, home, tmp
 
 
@@ -223,7 +223,7 @@ def sandboxed_make(sandbox: Sandbox, repetition: int, tree: Path) -> MakeRunner:
                 label="build",
             )
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            boxfs.remove_tree(scratch, log=sandbox.log)
         return (None if ran.timed_out else ran.exit_status), ran.timed_out
 
     return run

@@ -54,6 +54,7 @@ from lab.run.orchestrate import (
     setup,
 )
 from lab.run.shard import check_run_id
+from lab.sandbox import boxfs
 
 
 @dataclass(frozen=True)
@@ -277,7 +278,7 @@ class _Campaign:
             )
             rep = self._judge(index, rep_dir, ws.baseline_commit, agent, patch, conditions)
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            boxfs.remove_tree(scratch, log=self.log)
         (rep_dir / "repetition.json").write_text(
             json.dumps(rep.to_dict(), indent=2, sort_keys=True) + "\n"
         )

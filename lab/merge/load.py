@@ -128,6 +128,10 @@ def load_sandbox(data: Mapping[str, Any]) -> SandboxRecord:
         stdout=dict(data.get("stdout") or {}),
         stderr=dict(data.get("stderr") or {}),
         error=data.get("error"),
+        disk={
+            str(k): None if v is None else dict(_map(v, "sandbox.disk"))
+            for k, v in _map(data.get("disk") or {}, "sandbox.disk").items()
+        },
     )
 
 

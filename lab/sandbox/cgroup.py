@@ -47,9 +47,20 @@ class Limits:
     pids_max: int = 256
     #: bytes of memory charged to the cgroup (page cache and tmpfs included)
     memory_max: int = 1024 * 1024 * 1024
+    #: bytes of each of the client's writable directories (HOME and /tmp, a tmpfs each,
+    #: charged to memory_max as well): the two together stay well under memory_max, so a
+    #: client filling them meets ENOSPC, not the OOM killer (lab.sandbox.boxfs)
+    disk_max: int = 256 * 1024 * 1024
+    #: inodes of each of them (files, directories, links)
+    disk_inodes_max: int = 65536
 
     def to_dict(self) -> dict[str, int]:
-        return {"pids_max": self.pids_max, "memory_max": self.memory_max}
+        return {
+            "pids_max": self.pids_max,
+            "memory_max": self.memory_max,
+            "disk_max": self.disk_max,
+            "disk_inodes_max": self.disk_inodes_max,
+        }
 
 
 @dataclass(frozen=True)
