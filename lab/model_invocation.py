@@ -209,9 +209,8 @@ class SandboxRecord:
     disk: dict[str, dict[str, Any] | None] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        row: dict[str, Any] = {
             "enabled": self.enabled,
-            "disk": {k: None if v is None else dict(v) for k, v in sorted(self.disk.items())},
             "cgroup": self.cgroup,
             "cgroup_id": self.cgroup_id,
             "main_pid": self.main_pid,
@@ -224,6 +223,9 @@ class SandboxRecord:
             "stderr": dict(self.stderr),
             "error": self.error,
         }
+        if self.disk:  # absent without a sandbox (and in records before the bound)
+            row["disk"] = {k: None if v is None else dict(v) for k, v in sorted(self.disk.items())}
+        return row
 
 
 @dataclass

@@ -38,6 +38,7 @@ from lab.errors import CampaignError
 from lab.evaluate.candidate import MakeRunner
 from lab.sandbox import Outcome, Sandbox, boxfs
 from lab.sandbox import netns as netns_mod
+from lab.sandbox.cgroup import opaque_name
 from lab.sandbox.jail import JailSpec, jail_argv, resolv_conf_text
 from lab.sandbox.supervise import supervise
 
@@ -129,9 +130,9 @@ def run_agent(
     label: str = "agent",
     env: tuple[tuple[str, str], ...] = (),
 ) -> Outcome:
-    """``label`` names the cgroup and the command log's entry (``agent``, or ``build`` when
-    the candidate's ``make`` runs here too)."""
-    group = sandbox.run_group.invocation(f"{label}-r{repetition}")
+    """``label`` names the command log's entry (``agent``, or ``build`` when the candidate's
+    ``make`` runs here too); the cgroup's name is opaque."""
+    group = sandbox.run_group.invocation(opaque_name())
     namespace: netns_mod.NetworkNamespace | None = None
     try:
         if network == "none":

@@ -36,7 +36,7 @@ from lab.host import procs
 from lab.sandbox import boxfs
 from lab.sandbox import netns as netns_mod
 from lab.sandbox.boxfs import DiskUse
-from lab.sandbox.cgroup import CgroupTree, InvocationGroup, Limits, RunGroup
+from lab.sandbox.cgroup import CgroupTree, InvocationGroup, Limits, RunGroup, opaque_name
 from lab.sandbox.jail import JailSpec, jail_argv, resolv_conf_text
 from lab.sandbox.supervise import Outcome, supervise
 from lab.sandbox.user import ClientUser
@@ -157,11 +157,11 @@ class Sandbox:
             self._passes += 1
             number = self._passes
         named = f"{number}-{tag}"
-        base = named.replace("/", "-")
         reserved = Reservation(named, {})
         try:
             for index in range(1, invocations + 1):
-                reserved.groups[index] = self.run_group.invocation(f"{base}-inv{index}")
+                # opaque: the tag (a timing round's, say) never reaches /proc/self/cgroup
+                reserved.groups[index] = self.run_group.invocation(opaque_name())
         except BaseException:
             reserved.release()
             raise

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import secrets
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -37,6 +38,12 @@ from lab.errors import SandboxError
 #: where the lab puts its cgroups, under the root of each hierarchy it uses
 LAB_GROUP = "execution-evidence-lab"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
+
+
+def opaque_name() -> str:
+    """A name for an invocation's cgroup that says nothing of what the invocation is for
+    (a client reads it in /proc/self/cgroup: a judged pass and a timing round look alike)."""
+    return "inv-" + secrets.token_hex(8)
 
 
 @dataclass(frozen=True)
