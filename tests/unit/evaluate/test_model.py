@@ -149,3 +149,15 @@ def test_unknown_fields_are_kept_and_listed() -> None:
     evaluation = Evaluation.from_dict(data)
     assert evaluation.to_dict() == data
     assert dict(evaluation_other_rows(evaluation))["agent"] == '{"model": "x", "turns": 3}'
+
+
+def test_failed_timing_rounds_round_trip_and_are_shown() -> None:
+    failed = ClientTiming(
+        spreads={"first_backup_wall": None},
+        nonzero_exits=0,
+        failed_rounds=2,
+        failures=("first_backup: no backup in the receiver's store",) * 2,
+    )
+    assert ClientTiming.from_dict(failed.to_dict()) == failed
+    # a client with none failed writes what it always did
+    assert "failed_rounds" not in replace(failed, failed_rounds=0, failures=()).to_dict()
