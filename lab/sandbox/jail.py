@@ -141,6 +141,12 @@ def _inside(name: str) -> str:
     return real
 
 
+def jail_programs() -> tuple[str, ...]:
+    """The programs the jail execs inside the client's cgroup before the client (the shell
+    joins the cgroup, then execs these): a tracer's exec records hold them too."""
+    return (_inside("capsh"), _inside("prlimit"))
+
+
 class _Tree:
     """The bwrap operations that build the sandbox's file tree, in order.
 

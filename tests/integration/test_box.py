@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from lab.collectors.bpftrace import BpftraceSession
 from lab.sandbox.boxfs import mounts_under
 from lab.sandbox.cgroup import Limits
+from tests.conftest import require
 from tests.integration.test_containment import events, only, run_hostile, verdicts
 
 pytestmark = pytest.mark.usefixtures("sandbox_ready")
@@ -94,3 +96,23 @@ def test_lines_end_at_newline_only(hostile: dict[str, Path], tmp_path: Path, scr
     assert inv.claim.completion is not None
     assert inv.claim.completion["note"] == "a\u2028b\u0085c"
     assert verdicts(outcome)["C6"] == "pass"
+
+
+def test_a_copy_of_the_client_hashing_unseen_is_not_a_zero(
+    hostile: dict[str, Path], tmp_path: Path, scratch: Path
+) -> None:
+    status = BpftraceSession.probe()
+    require("bpftrace", status.available, status.reason)
+    outcome = run_hostile(hostile["exec-copy"], tmp_path / "out", collector="bpftrace")
+    [traced] = [p for p in only(outcome).passes if p.collector == "bpftrace"]
+    [stdout] = outcome.run_dir.glob("first-backup/r1/bpftrace/inv1/client.stdout")
+    assert b'"hashed"' in stdout.read_bytes()
+    bpf = traced.invocations[0].observed.bpftrace
+    assert bpf is not None
+    # 256 hash_file calls ran in the copy, where no uprobe was attached: not observed
+    assert bpf.hash_calls is None, bpf.to_dict()
+    assert any(
+        "not attached to" in spot and "/tmp/client-copy" in spot for spot in bpf.blind_spots
+    ), bpf.blind_spots
+    # the syscall figures still are observed (they follow the cgroup, not the file)
+    assert bpf.read_bytes is not None and bpf.read_bytes > 0
