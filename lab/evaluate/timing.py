@@ -13,7 +13,7 @@ clients; CPU time is the invocation cgroup's (everything the client started).
 
 Every round is checked as a judged pass is: both invocations exit 0 within the limit and,
 after each, the backup on disk matches the fixture digest and the receiver's record
-(``lab.run.backup_check``). A round that fails its check is a *failed* round, kept out of the
+(``lab.workloads.backup.backup_check``). A round that fails its check is a *failed* round, kept out of the
 spreads and counted with its reason; a client with a failed round has no ratio (N/A): a
 missing or wrong backup is never a fast one, and a client that behaves differently when timed
 never meets a speed goal.
@@ -25,15 +25,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from lab.evaluate.model import ClientTiming, Timing
 from lab.host import procs
 from lab.judge.aggregate import spread
-from lab.run import fixture
-from lab.run.backup_check import verify
-from lab.run.decoy import Decoy
-from lab.run.receiver import Receiver
-from lab.run.store import saved_backup
+from lab.model.evaluation import ClientTiming, Timing
 from lab.sandbox import Sandbox
+from lab.workloads.backup import fixture
+from lab.workloads.backup.backup_check import verify
+from lab.workloads.backup.decoy import Decoy
+from lab.workloads.backup.receiver import Receiver
+from lab.workloads.backup.store import saved_backup
 
 #: failed rounds' reasons kept per client (all of them are counted)
 FAILURES_KEPT = 5

@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from lab.host import procs
+from lab.model.sandbox import CgroupStats, ProcessInfo
 from lab.sandbox.boxfs import DiskUse
-from lab.sandbox.cgroup import CgroupStats, InvocationGroup, ProcessInfo, describe_process
+from lab.sandbox.cgroup import InvocationGroup, describe_process
 from lab.sandbox.jail import JOIN_FAILED
 from lab.sandbox.output import DEFAULT_HEAD, DEFAULT_TAIL, CappedStream, StreamRecord
 

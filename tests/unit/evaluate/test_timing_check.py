@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from lab.evaluate.timing import client_timing, round_problem
-from lab.run.fixture import write_source
-from lab.run.store import BACKUP_NAME
+from lab.workloads.backup.fixture import write_source
+from lab.workloads.backup.store import BACKUP_NAME
 
 
 def test_round_problem_names_each_failure(tmp_path: Path) -> None:
