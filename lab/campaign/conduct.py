@@ -53,7 +53,7 @@ from lab.run.orchestrate import (
     setup,
 )
 from lab.run.shard import check_run_id
-from lab.sandbox import boxfs
+from lab.sandbox import SandboxSettings, boxfs
 from lab.workloads.backup import scenario
 
 
@@ -88,6 +88,8 @@ def execute(
         invocation_timeout_s=ev.timeout_s,
         build_timeout_s=BUILD_TIMEOUT_S,
         timing_runs=ev.timing_runs,
+        # every bound of the sandbox a judged or timed invocation runs in (time above)
+        sandbox=SandboxSettings().to_dict(),
     )
     frozen = freeze(conditions, size=ev.size, repetitions=ev.repetitions, limits=limits)
     # a shard's repetitions and ids are settled before anything is written or started

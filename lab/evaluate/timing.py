@@ -13,10 +13,10 @@ clients; CPU time is the invocation cgroup's (everything the client started).
 
 Every round is checked as a judged pass is: both invocations exit 0 within the limit and,
 after each, the backup on disk matches the fixture digest and the receiver's record
-(``lab.workloads.backup.backup_check``). A round that fails its check is a *failed* round, kept out of the
-spreads and counted with its reason; a client with a failed round has no ratio (N/A): a
-missing or wrong backup is never a fast one, and a client that behaves differently when timed
-never meets a speed goal.
+(``lab.workloads.backup.backup_check``). A round that fails its check is a *failed* round,
+kept out of the spreads and counted with its reason; a client with a failed round has no
+ratio (N/A): a missing or wrong backup is never a fast one, and a client that behaves
+differently when timed never meets a speed goal.
 """
 
 from __future__ import annotations
