@@ -106,7 +106,7 @@ class Sandbox:
         """Create (or find) the client user and the run's cgroup; raises SandboxError
         naming the first thing this machine lacks."""
         settings = settings or SandboxSettings()
-        for tool in ("bwrap", "capsh", "nsenter", "prlimit", "ip"):
+        for tool in ("bwrap", "capsh", "nsenter", "prlimit", "ip", "mount", "umount"):
             procs.require_tool(tool)
         user = ClientUser.ensure(log=log)
         strays = user.processes()
@@ -174,7 +174,7 @@ class Sandbox:
             "settings": self.settings.to_dict(),
             "cgroup": str(self.run_group.v2),
             "limits": [e.to_dict() for e in self.run_group.enforcement],
-            "tools": ["nsenter", "bwrap", "sh", "capsh", "prlimit"],
+            "tools": ["nsenter", "bwrap", "sh", "mount", "capsh", "prlimit"],
         }
 
     def bounded(self, path: Path) -> None:

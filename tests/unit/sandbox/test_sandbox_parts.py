@@ -205,3 +205,20 @@ def test_zombies_are_not_running_processes(tmp_path: Path) -> None:
     fake_proc(tmp_path, 12, 0, "R")
     (tmp_path / "self").mkdir()
     assert user.processes(proc=tmp_path) == [10]
+
+
+def test_invocation_cgroup_names_say_nothing_of_the_invocation() -> None:
+    from lab.sandbox.cgroup import opaque_name
+
+    names = {opaque_name() for _ in range(50)}
+    assert len(names) == 50
+    for name in names:
+        assert name.startswith("inv-") and len(name) == 20
+        assert "timing" not in name and "untraced" not in name
+
+
+def test_the_main_process_is_the_first_child_of_bwraps_init(tmp_path: Path) -> None:
+    from lab.sandbox.supervise import _first_child
+
+    assert _first_child(os.getpid(), timeout_s=0.01) is None  # no child: None, not a guess
+    assert _first_child(2**22 + 7, timeout_s=0.01) is None  # no such process
