@@ -106,7 +106,7 @@ class Sandbox:
         """Create (or find) the client user and the run's cgroup; raises SandboxError
         naming the first thing this machine lacks."""
         settings = settings or SandboxSettings()
-        for tool in ("bwrap", "capsh", "nsenter", "prlimit", "ip", "mount", "umount"):
+        for tool in ("bwrap", "capsh", "nsenter", "prlimit", "ip"):
             procs.require_tool(tool)
         user = ClientUser.ensure(log=log)
         strays = user.processes()

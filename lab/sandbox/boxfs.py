@@ -21,6 +21,7 @@ read with ``statvfs`` (``usage``) and recorded.
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,14 @@ from lab.host import procs
 
 #: the tmpfs "device" name, which makes the lab's mounts recognisable in /proc/mounts
 SOURCE = "lab-box"
+#: where util-linux and coreutils live when the lab's PATH is narrower (a test, a CI job)
+_SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def _system_tool(name: str) -> str:
+    """``name`` on PATH, else in the system directories (mount, umount and rm are part of
+    every Debian system; the clean-up must find them even under a narrowed PATH)."""
+    return procs.which(name) or shutil.which(name, path=_SYSTEM_PATH) or name
 
 
 @dataclass(frozen=True)
@@ -63,12 +72,12 @@ def mount_bounded(path: Path, *, size: int, inodes: int, uid: int, gid: int, log
     options = f"size={size},nr_inodes={inodes},mode=0700,uid={uid},gid={gid},nosuid,nodev"
     try:
         procs.run(
-            [procs.require_tool("mount"), "-t", "tmpfs", "-o", options, SOURCE, str(path)],
+            [_system_tool("mount"), "-t", "tmpfs", "-o", options, SOURCE, str(path)],
             purpose=f"bounded client directory ({size} bytes)",
             log=log,
             timeout=30.0,
         )
-    except procs.CommandFailed as exc:
+    except (procs.CommandFailed, OSError) as exc:
         raise SandboxError(
             f"cannot mount the client's bounded directory at {path} ({exc}); the sandbox "
             "needs to mount a tmpfs (root, CAP_SYS_ADMIN)."
@@ -121,29 +130,32 @@ def remove_tree(path: Path, *, log: Any = None) -> str | None:
     raises: a pass's clean-up must not cost the run its results)."""
     if not os.path.lexists(path):
         return None
-    for mount in mounts_under(path):
-        done = procs.run(
-            [procs.which("umount") or "umount", str(mount)],
-            purpose="unmount a bounded client directory",
-            log=log,
-            timeout=60.0,
-            accept=None,
-        )
-        if done.exit_status != 0:  # busy: detach it now, the kernel frees it when unused
-            procs.run(
-                [procs.which("umount") or "umount", "--lazy", str(mount)],
-                purpose="detach a busy bounded client directory",
+    try:
+        for mount in mounts_under(path):
+            done = procs.run(
+                [_system_tool("umount"), str(mount)],
+                purpose="unmount a bounded client directory",
                 log=log,
                 timeout=60.0,
                 accept=None,
             )
-    done = procs.run(
-        [procs.which("rm") or "rm", "-rf", "--one-file-system", "--", str(path)],
-        purpose="remove a pass's scratch directory",
-        log=log,
-        timeout=600.0,
-        accept=None,
-    )
+            if done.exit_status != 0:  # busy: detach it now, the kernel frees it when unused
+                procs.run(
+                    [_system_tool("umount"), "--lazy", str(mount)],
+                    purpose="detach a busy bounded client directory",
+                    log=log,
+                    timeout=60.0,
+                    accept=None,
+                )
+        done = procs.run(
+            [_system_tool("rm"), "-rf", "--one-file-system", "--", str(path)],
+            purpose="remove a pass's scratch directory",
+            log=log,
+            timeout=600.0,
+            accept=None,
+        )
+    except OSError as exc:
+        return f"{path} could not be removed ({exc})"
     if os.path.lexists(path):
         excerpt = done.stderr_excerpt()
         return f"{path} could not be removed (rm exited {done.exit_status}: {excerpt})"
