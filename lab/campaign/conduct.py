@@ -346,14 +346,16 @@ class _Campaign:
         failed = {c: w for c, w in failed_clauses(results).items() if c in self.task.clauses}
         metric = "first_backup_wall" if speed is None else speed.metric
         ratio = (judged.timing.ratio or {}).get(metric) if judged.timing else None
-        outcome, why = after_judging(agent, failed, speed, ratio)
+        bar = (judged.timing.ratio_interval or {}).get(metric) if judged.timing else None
+        outcome, why = after_judging(agent, failed, speed, ratio, bar)
         return done(
             outcome,
             why,
             failed=failed,
             evaluation=judged,
             timing_ratio=ratio,
-            speed_met=speed_met(speed, ratio),
+            timing_ratio_interval=bar,
+            speed_met=speed_met(speed, ratio, bar),
         )
 
     def _finish(

@@ -16,10 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, cast
 
-# the timing record's home is lab.model.timing; re-exported here
-from lab.model.timing import ClientTiming as ClientTiming
-from lab.model.timing import Spread as Spread
-from lab.model.timing import Timing as Timing
+from lab.model.timing import ClientTiming, Spread, Timing
+
+__all__ = ["ClientTiming", "Spread", "Timing"]  # defined in lab.model.timing
 
 #: what the candidate is: a patch to native/, a source tree with a Makefile, an executable
 CandidateKind = Literal["patch", "source-dir", "binary"]

@@ -1,8 +1,13 @@
-"""The untraced timing record (``evaluation.timing`` in ``results.json``): per-client spreads
-of the timed rounds, the rounds that failed their check, the candidate/baseline ratio and the
-instrument floor. Re-exported by :mod:`lab.model.evaluation`; no I/O.
+"""The untraced timing part of the evaluation record (``evaluation.timing`` in
+``results.json``): per-client spreads over the alternated rounds, the candidate ÷ baseline
+median ratios and their 95 % intervals (``lab.evaluate.interval``), the instrument floor, and
+the rounds that failed the check a judged pass gets (never timed).
 
-    Timing.from_dict(data).clients["candidate"].failed_rounds
+    timing = Timing.from_dict(record["timing"])
+    timing.ratio["first_backup_wall"], timing.ratio_interval["first_backup_wall"]
+    timing.floor_share("first_backup_wall")     # the floor's median ÷ the baseline's
+
+No I/O lives here; ``lab.model.evaluation`` re-exports these classes.
 """
 
 from __future__ import annotations
@@ -17,9 +22,6 @@ def _optional_float(value: Any) -> float | None:
 
 def _optional_str(value: Any) -> str | None:
     return None if value is None else str(value)
-
-
-# --- untraced timing ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,6 +89,10 @@ class Timing:
     #: candidate median ÷ baseline median per metric, stored when both clients ran; None
     #: for a metric where it is undefined
     ratio: dict[str, float | None] | None = None
+    #: the 95 % confidence interval [low, high] of each ``ratio`` (None where undefined)
+    ratio_interval: dict[str, list[float] | None] | None = None
+    #: how ``ratio_interval`` was computed (``lab.evaluate.interval.METHOD``)
+    interval_method: str | None = None
     #: the instrument floor's reference uploader (``lab.evaluate.floor``): its source and
     #: binary digests, or the reason it is missing; its spreads are ``clients["floor"]``
     floor: dict[str, str | None] | None = None
@@ -108,6 +114,11 @@ class Timing:
         }
         if self.ratio is not None:
             row["ratio"] = dict(self.ratio)
+        if self.ratio_interval is not None:
+            row["ratio_interval"] = {
+                m: None if v is None else list(v) for m, v in self.ratio_interval.items()
+            }
+            row["interval_method"] = self.interval_method
         if self.floor is not None:
             row["floor"] = dict(self.floor)
         return row
@@ -116,11 +127,16 @@ class Timing:
     def from_dict(cls, data: dict[str, Any]) -> Timing:
         ratio = data.get("ratio")
         floor = data.get("floor")
+        bars = data.get("ratio_interval")
         return cls(
             rounds=int(data["rounds"]),
             size=int(data["size"]),
             method=str(data["method"]),
             clients={str(n): ClientTiming.from_dict(c) for n, c in data["clients"].items()},
             ratio=None if ratio is None else {str(m): _optional_float(v) for m, v in ratio.items()},
+            ratio_interval=None
+            if bars is None
+            else {str(m): None if v is None else [float(x) for x in v] for m, v in bars.items()},
+            interval_method=_optional_str(data.get("interval_method")),
             floor=None if floor is None else {str(k): _optional_str(v) for k, v in floor.items()},
         )
