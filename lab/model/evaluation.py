@@ -57,13 +57,28 @@ class EvaluationLimits:
     invocation_timeout_s: float
     build_timeout_s: float
     timing_runs: int
+    #: the sandbox's bounds of every invocation, judged or timed (``SandboxSettings``):
+    #: pids_max, memory_max, disk_max, disk_inodes_max, linger_grace_s, output_head_bytes,
+    #: output_tail_bytes; empty in records made before they were frozen
+    sandbox: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "invocation_timeout_s": self.invocation_timeout_s,
             "build_timeout_s": self.build_timeout_s,
             "timing_runs": self.timing_runs,
+            **self.sandbox,
         }
+
+    @classmethod
+    def from_dict(cls, limits: dict[str, Any]) -> EvaluationLimits:
+        own = ("invocation_timeout_s", "build_timeout_s", "timing_runs")
+        return cls(
+            invocation_timeout_s=float(limits["invocation_timeout_s"]),
+            build_timeout_s=float(limits["build_timeout_s"]),
+            timing_runs=int(limits["timing_runs"]),
+            sandbox={str(k): v for k, v in limits.items() if k not in own},
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,11 +113,7 @@ class FrozenEvaluation:
             files={str(k): str(v) for k, v in data["files"].items()},
             fixture=Fixture(generator=str(fixture["generator"]), size=int(fixture["size"])),
             repetitions=int(data["repetitions"]),
-            limits=EvaluationLimits(
-                invocation_timeout_s=float(limits["invocation_timeout_s"]),
-                build_timeout_s=float(limits["build_timeout_s"]),
-                timing_runs=int(limits["timing_runs"]),
-            ),
+            limits=EvaluationLimits.from_dict(limits),
         )
 
 

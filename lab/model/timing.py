@@ -1,6 +1,7 @@
 """The untraced timing part of the evaluation record (``evaluation.timing`` in
 ``results.json``): per-client spreads over the alternated rounds, the candidate ÷ baseline
-median ratios and their 95 % intervals (``lab.evaluate.interval``), the instrument floor.
+median ratios and their 95 % intervals (``lab.evaluate.interval``), the instrument floor, and
+the rounds that failed the check a judged pass gets (never timed).
 
     timing = Timing.from_dict(record["timing"])
     timing.ratio["first_backup_wall"], timing.ratio_interval["first_backup_wall"]
@@ -46,21 +47,34 @@ class ClientTiming:
     spreads: dict[str, Spread | None]
     #: invocations that exited non-zero during the timing rounds
     nonzero_exits: int
+    #: rounds that failed the check a judged pass gets (exit 0, a verified backup after
+    #: each invocation): kept out of the spreads, and the ratio is N/A
+    failed_rounds: int = 0
+    #: the first reasons, e.g. "first_backup: no backup in the receiver's store"
+    failures: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         row: dict[str, Any] = {
             metric: None if s is None else s.to_dict() for metric, s in self.spreads.items()
         }
-        return row | {"nonzero_exits": self.nonzero_exits}
+        row["nonzero_exits"] = self.nonzero_exits
+        if self.failed_rounds:  # absent: none failed (and records before the check)
+            row |= {"failed_rounds": self.failed_rounds, "failures": list(self.failures)}
+        return row
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ClientTiming:
         spreads = {
             str(metric): None if value is None else Spread.from_dict(value)
             for metric, value in data.items()
-            if metric != "nonzero_exits"
+            if metric not in ("nonzero_exits", "failed_rounds", "failures")
         }
-        return cls(spreads=spreads, nonzero_exits=int(data["nonzero_exits"]))
+        return cls(
+            spreads=spreads,
+            nonzero_exits=int(data["nonzero_exits"]),
+            failed_rounds=int(data.get("failed_rounds", 0)),
+            failures=tuple(str(f) for f in data.get("failures") or ()),
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

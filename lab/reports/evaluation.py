@@ -181,6 +181,19 @@ def evaluation_timing_table(evaluation: Evaluation) -> Table | None:
     ]
     if exits:
         notes.append("Runs that exited non-zero: " + "; ".join(exits) + ".")
+    failed = [
+        f"{name}: {fmt(timing.clients[name].failed_rounds)} ("
+        + "; ".join(timing.clients[name].failures)
+        + ")"
+        for name in ("baseline", "candidate", "floor")
+        if name in timing.clients and timing.clients[name].failed_rounds
+    ]
+    if failed:
+        notes.append(
+            "Rounds that failed the check a judged pass gets (not timed; the ratio is N/A): "
+            + "; ".join(failed)
+            + "."
+        )
     return Table(
         [
             "untraced timing",
