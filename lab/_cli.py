@@ -239,7 +239,7 @@ def evaluation_request(args: argparse.Namespace) -> EvaluationRequest:
     return EvaluationRequest(
         kind=kind,
         path=args.patch or args.source_dir or args.binary,
-        repetitions=args.repetitions,
+        repetitions=3 if args.repetitions is None else args.repetitions,
         timing_runs=args.timing_runs,
         collector=args.collector,
         packets=args.packets,
@@ -257,6 +257,10 @@ def cmd_evaluate(args: argparse.Namespace, console: Console) -> int:
     from lab.evaluate import judge
 
     human = _human(args, console)
+    if args.task is not None or args.tree is not None:
+        from lab.workloads.cli import evaluate_task
+
+        return evaluate_task(args, human)
     outcome = judge.execute(
         evaluation_request(args), say=lambda msg: human.print(msg, highlight=False)
     )

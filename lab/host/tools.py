@@ -48,6 +48,8 @@ TOOL_PACKAGES: dict[str, str] = {
     "prlimit": "util-linux",
     "capsh": "libcap2-bin",
     "useradd": "passwd",
+    # a fixture task's toolchain (campaigns/*/task.yaml ``toolchain: go``)
+    "go": "golang-go",
 }
 
 #: tools installed through ``invoke lab.build`` (it also starts the daemon), never by the

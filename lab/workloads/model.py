@@ -46,8 +46,10 @@ class CandidateInfo:
     problem: str | None = None
 
     def findings(self) -> list[str]:
-        out = [f"protected file {p} was changed (restored before judging)" for p in
-               self.protected_changed]
+        out = [
+            f"protected file {p} was changed (restored before judging)"
+            for p in self.protected_changed
+        ]
         out += [f"{p} changed, and it is not an editable file" for p in self.outside_editable]
         return out
 
@@ -121,8 +123,9 @@ class TaskEvaluation:
         if not self.repetitions:
             return {c: "not judged" for c in success}
         for c in success:
-            bad = [r.verdicts.get(c, Verdict("not-observed", "no verdict")) for r in
-                   self.repetitions]
+            bad = [
+                r.verdicts.get(c, Verdict("not-observed", "no verdict")) for r in self.repetitions
+            ]
             bad = [v for v in bad if v.verdict not in ("pass", "not-exercised")]
             if bad:
                 why[c] = f"{bad[0].verdict}: {bad[0].reason}"

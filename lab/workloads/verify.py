@@ -62,8 +62,8 @@ class CommandResult:
             return False
         if self.report is None:
             return True
-        return not self.report.failed and not self.report.failed_packages and not (
-            self.report.problem
+        return (
+            not self.report.failed and not self.report.failed_packages and not (self.report.problem)
         )
 
     def why(self) -> str:
