@@ -347,6 +347,10 @@ def cmd_campaign(args: argparse.Namespace, console: Console) -> int:
     # with --json, stdout holds the one JSON document and everything else goes to stderr
     human = Console(stderr=True, highlight=False, width=console.width) if args.json else console
     stream = sys.stderr if args.json else sys.stdout
+    from lab.workloads.task import is_fixture_task
+
+    if request.task_path.is_file() and is_fixture_task(request.task_path):
+        from lab.workloads.campaign import execute as conduct  # a campaigns/*/task.yaml
     outcome = conduct(
         request,
         say=lambda msg: human.print(msg, highlight=False, markup=False),

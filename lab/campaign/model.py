@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from lab.evaluate.model import Evaluation
+from lab.workloads.model import TaskEvaluation
 
 Outcome = Literal["met", "failed", "build-failed", "no-change", "timed-out", "agent-crashed"]
 OUTCOMES: tuple[Outcome, ...] = (
@@ -153,8 +154,9 @@ class RepetitionRecord:
     baseline_commit: str
     agent: AgentRecord
     patch: PatchRecord | None
-    #: the judgement (lab evaluate's record); None when nothing was judged
-    evaluation: Evaluation | None = None
+    #: the judgement (lab evaluate's record, or a fixture task's); None when nothing was
+    #: judged
+    evaluation: Evaluation | TaskEvaluation | None = None
     #: candidate median / baseline median of the task's speed metric (or first backup wall)
     timing_ratio: float | None = None
     speed_met: bool | None = None

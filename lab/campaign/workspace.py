@@ -122,24 +122,44 @@ def given_files() -> list[str]:
     return [*native, *PUBLIC_DOCS]
 
 
+def fixture_files(fixture: Path) -> list[str]:
+    """Every regular file of a task's fixture (``campaigns/*/fixture/``), sorted; nothing
+    else of the lab (no harness, no seeds, no oracle) is given."""
+    return sorted(
+        p.relative_to(fixture).as_posix()
+        for p in fixture.rglob("*")
+        if p.is_file() and not p.is_symlink()
+    )
+
+
 def create(
-    scratch: Path, task_text: str, *, uid: int, gid: int, log: procs.CommandLog | None
+    scratch: Path,
+    task_text: str,
+    *,
+    uid: int,
+    gid: int,
+    log: procs.CommandLog | None,
+    source: Path = REPO,
+    files: list[str] | None = None,
+    gitignore: str = GITIGNORE,
 ) -> Workspace:
+    """A fresh workspace of ``files`` copied from ``source`` (the backup task's: native/
+    and the public contract of this checkout; a fixture task's: its fixture) and TASK.md."""
     root = scratch / "workspace"
     gitdir = scratch / "lab.git"
     root.mkdir(mode=0o755)
-    files = given_files()
-    missing = [rel for rel in files if not (REPO / rel).is_file()]
+    files = given_files() if files is None else files
+    missing = [rel for rel in files if not (source / rel).is_file()]
     if missing:
         raise CampaignError(
-            f"{REPO / missing[0]} is missing, and an agent's workspace must hold it; "
+            f"{source / missing[0]} is missing, and an agent's workspace must hold it; "
             "run the campaign from a complete checkout (or a lab image built from one)."
         )
     for rel in files:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(REPO / rel, root / rel)
+        shutil.copyfile(source / rel, root / rel)
     (root / "TASK.md").write_text(task_text if task_text.endswith("\n") else task_text + "\n")
-    (root / ".gitignore").write_text(GITIGNORE)
+    (root / ".gitignore").write_text(gitignore)
     manifest = {
         p.relative_to(root).as_posix(): sha256_file(p)
         for p in sorted(root.rglob("*"))
@@ -196,9 +216,12 @@ def _not_plain(root: Path) -> Callable[[str, list[str]], list[str]]:
     return ignore
 
 
-def take(ws: Workspace, rep_dir: Path, *, log: procs.CommandLog | None) -> Capture:
-    """``patch.diff`` (everything, binary included), ``native.patch`` (what is built),
-    ``final.bundle`` (baseline and final commits) in ``rep_dir``."""
+def take(
+    ws: Workspace, rep_dir: Path, *, log: procs.CommandLog | None, built: str = "native/"
+) -> Capture:
+    """``patch.diff`` (everything, binary included), ``native.patch`` (what is built: the
+    diff of ``built``; a fixture task's whole tree, ``built="."``), ``final.bundle`` (baseline
+    and final commits) in ``rep_dir``."""
     rep_dir.mkdir(parents=True, exist_ok=True)
     if _tree_bytes(ws.root) > MAX_WORKSPACE_BYTES:
         (rep_dir / "patch.diff").write_bytes(b"")
@@ -220,7 +243,7 @@ def take(ws: Workspace, rep_dir: Path, *, log: procs.CommandLog | None) -> Captu
     _git(
         ws.gitdir,
         final,
-        ["diff", "--cached", ws.baseline_commit, "--", "native/"],
+        ["diff", "--cached", ws.baseline_commit, "--", built],
         log,
         stdout=rep_dir / "native.patch",
     )
@@ -247,7 +270,7 @@ def take(ws: Workspace, rep_dir: Path, *, log: procs.CommandLog | None) -> Captu
         patch_bytes=len(patch),
         native_empty=(rep_dir / "native.patch").stat().st_size == 0,
         files_changed=changed,
-        outside_native=tuple(n for n in changed if not n.startswith("native/")),
+        outside_native=tuple(n for n in changed if built != "." and not n.startswith(built)),
         final_commit=commit,
         bundle_sha256=sha256_file(rep_dir / "final.bundle"),
     )
