@@ -31,7 +31,7 @@ from lab.campaign.model import (
     PatchRecord,
     RepetitionRecord,
 )
-from lab.campaign.outcome import after_judging
+from lab.campaign.outcome import after_judging, crashed
 from lab.campaign.records import agent_record
 from lab.campaign.task import CampaignRequest
 from lab.errors import CampaignError, UsageError
@@ -284,6 +284,9 @@ def _judge(
         )
     elif patch.problem is not None:
         outcome, why = "failed", patch.problem
+    elif judged is not None and not judged.candidate.files_changed and crashed(agent):
+        outcome = "agent-crashed"
+        why = f"the agent exited {agent.exit_status} and left the fixture as it was given"
     elif judged is not None and not judged.candidate.files_changed:
         outcome, why = "no-change", "the agent left the fixture as it was given"
     else:

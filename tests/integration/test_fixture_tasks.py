@@ -261,8 +261,8 @@ def test_a_go_campaign_shows_capability_beside_its_failures(tmp_path: Path) -> N
     converges. 1 of 3 met; the timed-out repetition's patch is judged too."""
     require("go", shutil.which("go") is not None, "go is not installed (apt-get install golang-go)")
     agents = ADDER / "agents"
-    by_rep = ASSETS / "agents" / "by-repetition.sh"
-    command = f"sh {by_rep} . fix.sh tamper.sh never.sh"
+    # words naming files relative to the working directory are copied into the sandbox
+    command = "sh ../../../agents/by-repetition.sh . fix.sh tamper.sh never.sh"
     code, doc = lab(
         "campaign",
         "--task",
