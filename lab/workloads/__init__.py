@@ -1,4 +1,6 @@
-"""Workloads: what the lab judges. A workload is a fixture, how a candidate of it is built
+"""Workloads: what the lab judges, each a package beside the others (``backup``: a client
+backing up a file to the lab's receiver, judged against C1-C6; ``safestore``: the second
+article's Go ``Store.Write``). A workload is a fixture, how a candidate of it is built
 and run, its clauses, and the oracle that decides them; everything else (sandbox, observers,
 repetitions, the four verdicts, archives, campaigns) is shared machinery that knows none.
 
@@ -8,7 +10,7 @@ repetitions, the four verdicts, archives, campaigns) is shared machinery that kn
     judgement.clauses["S3"].verdict              # "pass" | "fail" | "not-observed"
 
 The backup client is the first workload, registered by reference: its scenarios, contract
-(C1-C6, :mod:`lab.judge.contract`) and evaluation (:mod:`lab.evaluate`) are the run
+(C1-C6, :mod:`lab.workloads.backup.contract`) and evaluation (:mod:`lab.evaluate`) are the run
 pipeline's own, reached through ``campaigns/speedup.yaml``-style tasks. A fixture task
 (``campaigns/*/task.yaml``, :mod:`lab.workloads.task`) names a workload whose oracle
 decides the clauses its verification commands cannot. The oracle is imported only when a
@@ -120,7 +122,7 @@ register(
         name="backup",
         description="the native backup client (native/) against contract C1-C6 "
         "(docs/client-contract.md), judged by the run pipeline's scenarios",
-        modules=("native/", "lab.run", "lab.judge.contract", "lab.evaluate", "scenarios/"),
+        modules=("native/", "lab.workloads.backup", "lab.run", "lab.evaluate", "scenarios/"),
     )
 )
 register(

@@ -26,7 +26,7 @@ from typing import Any
 
 from lab.errors import ScenarioError, TaskError
 from lab.host import procs
-from lab.run.scenario_yaml import parse_strict, read_bounded
+from lab.workloads.backup.scenario_yaml import parse_strict, read_bounded
 from lab.workloads.judge import judge, prepare
 from lab.workloads.task import FixtureTask
 from lab.workloads.verify import Verifier

@@ -24,18 +24,18 @@ from typing import Any
 from lab.campaign import workspace
 from lab.campaign.agent import agent_argv, cell_dirs, run_agent
 from lab.campaign.conduct import CampaignOutcome
-from lab.campaign.model import (
+from lab.campaign.outcome import after_judging, crashed
+from lab.campaign.records import agent_record
+from lab.campaign.task import CampaignRequest
+from lab.errors import CampaignError, UsageError
+from lab.host import identity
+from lab.model.campaign import (
     AgentRecord,
     CampaignRecord,
     Outcome,
     PatchRecord,
     RepetitionRecord,
 )
-from lab.campaign.outcome import after_judging, crashed
-from lab.campaign.records import agent_record
-from lab.campaign.task import CampaignRequest
-from lab.errors import CampaignError, UsageError
-from lab.host import identity
 from lab.reports.task import campaign_task_lines
 from lab.run.options import check_count
 from lab.workloads.calibrate import Calibration

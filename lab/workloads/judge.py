@@ -23,8 +23,8 @@ from typing import Any
 from lab import workloads
 from lab.errors import LabError, TaskError
 from lab.host import procs
-from lab.run.fixture import sha256_file
-from lab.workloads.model import CandidateInfo, RepetitionJudgement, TaskEvaluation, Verdict
+from lab.host.digest import sha256_file
+from lab.model.task import CandidateInfo, RepetitionJudgement, TaskEvaluation, Verdict
 from lab.workloads.task import FixtureTask
 from lab.workloads.verify import CommandResult, Verifier
 

@@ -8,8 +8,9 @@ result is verified and which clause each verdict decides.
     is_fixture_task(Path("campaigns/speedup.yaml"))                    # False: a backup task
 
 The file is read as untrusted input, as a scenario file is: bounded, regular, strict YAML
-(:mod:`lab.run.scenario_yaml`), then the schema, then the cross-references (a clause naming
-a verification command that does not exist, a protected file missing from the fixture).
+(:mod:`lab.workloads.backup.scenario_yaml`), then the schema, then the cross-references (a
+clause naming a verification command that does not exist, a protected file missing from the
+fixture).
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from typing import Any, Literal
 
 from lab import workloads
 from lab.errors import ScenarioError, TaskError
-from lab.run.scenario_yaml import parse_strict, read_bounded
 from lab.schemas import validate_task
+from lab.workloads.backup.scenario_yaml import parse_strict, read_bounded
 
 Parse = Literal["go-test-json", "junit", "none"]
 

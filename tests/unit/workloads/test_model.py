@@ -3,7 +3,7 @@ repetition; not-observed is never a pass; the record round-trips."""
 
 from __future__ import annotations
 
-from lab.workloads.model import CandidateInfo, RepetitionJudgement, TaskEvaluation, Verdict
+from lab.model.task import CandidateInfo, RepetitionJudgement, TaskEvaluation, Verdict
 
 
 def _cand(**kw: object) -> CandidateInfo:

@@ -105,7 +105,7 @@ def test_a_missing_key_is_named(tmp_path: Path) -> None:
 
 def test_the_backup_workload_is_registered_by_reference() -> None:
     backup = workloads.get("backup")
-    assert backup.oracle_ref is None and "lab.judge.contract" in backup.modules
+    assert backup.oracle_ref is None and "lab.workloads.backup" in backup.modules
     with pytest.raises(TaskError, match="has no fixture-task oracle"):
         backup.oracle()
     assert workloads.get("safestore").oracle_clauses == ("S3", "S4", "S5")
