@@ -9,11 +9,13 @@ correct one: none), as the backup lab checks its instrument with seeded clients.
 ``seeds/expected.yaml`` maps each seed's name to the clauses it must break; its patch is
 ``<name>.patch`` beside the file unless ``patch`` names another::
 
-    correct: {breaks: []}
-    dotdot-ban: {breaks: [S4]}
-    check-then-write: {breaks: [S3], patch: check-then-write.patch}
+    seeds:
+      correct: {must_fail: [], must_pass: [S1, S2, S3, S4, S5]}
+      dotdot-ban: {must_fail: [S1, S4], must_pass: [S2, S3, S5]}
+      evalsymlinks-missing: {must_fail: [S1, S4], must_pass: [S2, S5]}   # S3 not asserted
 
-(the mapping may also sit under a top-level ``seeds`` key).
+A clause in neither list is not asserted. The short form ``name: {breaks: [S4]}`` asserts
+every clause: those named fail, every other one passes.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ class Seed:
     name: str
     patch: Path
     breaks: frozenset[str]
+    #: the clauses whose verdict is asserted (``breaks`` fail, the others pass)
+    asserted: frozenset[str]
 
 
 @dataclass
@@ -95,17 +99,22 @@ def load_expected(task: FixtureTask) -> list[Seed]:
 
 
 def _seed(path: Path, task: FixtureTask, name: str, row: Any) -> Seed:
-    if not isinstance(row, dict) or not isinstance(row.get("breaks"), list):
-        raise TaskError(f"{path}: key '{name}.breaks' must be a list of clause ids.")
-    unknown = [c for c in row["breaks"] if c not in task.clauses]
+    if not isinstance(row, dict):
+        raise TaskError(f"{path}: key '{name}' must map must_fail/must_pass (or breaks).")
+    key = "breaks" if "breaks" in row else "must_fail"
+    fails, passes = row.get(key), row.get("must_pass", [])
+    if not isinstance(fails, list) or not isinstance(passes, list):
+        raise TaskError(f"{path}: key '{name}.{key}' must be a list of clause ids.")
+    unknown = [c for c in [*fails, *passes] if c not in task.clauses]
     if unknown:
-        raise TaskError(
-            f"{path}: key '{name}.breaks' names {unknown[0]}, not a clause of the task."
-        )
+        raise TaskError(f"{path}: key '{name}' names {unknown[0]}, not a clause of the task.")
+    if set(fails) & set(passes):
+        raise TaskError(f"{path}: key '{name}' lists a clause as both failing and passing.")
+    asserted = set(task.clauses) if key == "breaks" else set(fails) | set(passes)
     patch = path.parent / str(row.get("patch", f"{name}.patch"))
     if not patch.is_file() or patch.is_symlink():
         raise TaskError(f"{path}: the seed {name!r} has no patch file {patch.name}.")
-    return Seed(name=name, patch=patch, breaks=frozenset(row["breaks"]))
+    return Seed(name=name, patch=patch, breaks=frozenset(fails), asserted=frozenset(asserted))
 
 
 def calibrate(
@@ -124,12 +133,13 @@ def calibrate(
         with tempfile.TemporaryDirectory(prefix="lab-seed-", dir=verifier.work) as tmp:
             cand = prepare(task, "patch", seed.patch, Path(tmp), log=log)
             judged = judge(task, cand, verifier, out_dir / seed.name, repetitions=1, say=say)
-        broken = sorted(judged.failed(tuple(task.clauses)))
+        broken = sorted(c for c in judged.failed(tuple(task.clauses)) if c in seed.asserted)
         if cand.info.problem is not None:
             broken = ["(the patch did not apply)"]
         result.seeds[seed.name] = {
             "patch": seed.patch.name,
             "expected": sorted(seed.breaks),
+            "asserted": sorted(seed.asserted),
             "broken": broken,
             "met": broken == sorted(seed.breaks),
             "status_reason": judged.status_reason,
