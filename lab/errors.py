@@ -82,3 +82,8 @@ class SandboxError(LabError):
 class CampaignError(LabError):
     """A campaign cannot start: its task file, its agent command, or a baseline that does
     not show what the task requires; the message names which and what to do."""
+
+
+class WorkloadError(LabError):
+    """A workload cannot judge what it was given (a candidate tree that is not a Go module,
+    a fixture that is missing); the message names which and what to do."""
