@@ -32,9 +32,9 @@ from lab.workloads.safestore.model import ClauseResult, Figure, SafeStoreJudgeme
 from lab.workloads.safestore.plan import Layout, listing_changes
 from lab.workloads.safestore.sandboxed import HarnessRun, run_harness
 
-#: writes made through the racing directory. Measured (benchmarks/safestore_race.py): a
-#: check-then-write Store lets about 7 % of them land outside under strace, so 400 make a
-#: miss vanishingly rare while the run stays about a second
+#: writes made through the racing directory. Measured (benchmarks/safestore_race.py, a
+#: shared 2-core VM at load 10): a check-then-write Store let 4 to 28 of 400 land outside
+#: (median 9.5) and failed S3 in 20 of 20 evaluations, the harness taking about 5 s
 DEFAULT_ATTEMPTS = 400
 
 
@@ -225,6 +225,7 @@ def _figures(ran: HarnessRun, report: dict[str, Any], changes: list[str]) -> dic
     swaps = str(race.get("swaps", ""))
     return {
         "harness_exit_status": ran.outcome.exit_status,
+        "harness_pid": ran.outcome.main_pid,
         "harness_wall_s": round(ran.outcome.wall_s, 3),
         "race_write_errors": race.get("errors"),
         "race_swaps": int(swaps) if swaps.isdigit() else None,
