@@ -90,8 +90,7 @@ def test_captured_vulnerable_run_writes_outside(assets: Path) -> None:
     text = _captured(assets, "vulnerable")
     calls, _ = iter_syscalls(text)
     outside = [
-        e for e in file_effects(calls)
-        if e.witness == "descriptor" and "/work/outside/" in e.path
+        e for e in file_effects(calls) if e.witness == "descriptor" and "/work/outside/" in e.path
     ]
     # the symlinked parent, the symlinked file, the dangling link, the race's writes
     names = {e.path.rsplit("/", 1)[-1] for e in outside}

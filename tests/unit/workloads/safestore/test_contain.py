@@ -7,7 +7,7 @@ import gzip
 import json
 from pathlib import Path
 
-from lab.workloads.safestore.contain import evidence_text, witness
+from lab.workloads.safestore.contain import Witness, evidence_text, witness
 from lab.workloads.safestore.plan import Layout, listing_changes
 
 
@@ -15,7 +15,7 @@ def _listing(text: str) -> dict[str, str]:
     return dict(line.split("\t", 1) for line in text.splitlines() if line)
 
 
-def _judge(assets: Path, name: str) -> tuple[dict[str, object], object]:
+def _judge(assets: Path, name: str) -> tuple[dict[str, object], Witness]:
     meta = json.loads((assets / "safestore" / f"strace-{name}.json").read_text())
     text = gzip.decompress((assets / "safestore" / f"strace-{name}.txt.gz").read_bytes())
     layout = Layout(Path(str(meta["base"])), int(meta["attempts"]))
@@ -44,7 +44,7 @@ def test_vulnerable_store_caught_by_both_witnesses(assets: Path) -> None:
 
 
 def test_correct_store_leaves_nothing_outside(assets: Path) -> None:
-    meta, found = _judge(assets, "correct")
+    _, found = _judge(assets, "correct")
     assert found.violations == ()
     assert found.changes == ()
     assert found.complete and found.found_harness
