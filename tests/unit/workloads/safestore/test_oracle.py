@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lab.errors import WorkloadError
-from lab.workloads.safestore import gobuild, judge_candidate
+from lab.workloads.safestore import SafeStoreJudgement, gobuild, judge_candidate
 from tests.conftest import ROOT
 
 FIXTURE = ROOT / "campaigns" / "safe-store" / "fixture"
@@ -20,10 +20,12 @@ def no_go(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gobuild, "go_available", lambda: MISSING)
 
 
-def test_missing_go_is_not_observed(no_go: None, tmp_path: Path) -> None:
+def judged_copy(tmp_path: Path, edit: dict[str, str]) -> SafeStoreJudgement:
     tree = tmp_path / "tree"
     shutil.copytree(FIXTURE, tree)
-    judged = judge_candidate(
+    for name, text in edit.items():
+        (tree / name).write_text(text)
+    return judge_candidate(
         tree,
         fixture=FIXTURE,
         out=tmp_path / "out",
@@ -31,6 +33,10 @@ def test_missing_go_is_not_observed(no_go: None, tmp_path: Path) -> None:
         protected=["store_test.go"],
         gocache=tmp_path / "cache",
     )
+
+
+def test_missing_go_is_not_observed(no_go: None, tmp_path: Path) -> None:
+    judged = judged_copy(tmp_path, {})
     assert judged.clauses["S3"].verdict == "not-observed"
     assert judged.clauses["S4"].verdict == "not-observed"
     assert judged.clauses["S3"].reason == MISSING
@@ -41,17 +47,7 @@ def test_missing_go_is_not_observed(no_go: None, tmp_path: Path) -> None:
 
 
 def test_a_stray_file_fails_scope_even_without_go(no_go: None, tmp_path: Path) -> None:
-    tree = tmp_path / "tree"
-    shutil.copytree(FIXTURE, tree)
-    (tree / "go.mod").write_text("module safestore\n\ngo 1.22\n")
-    judged = judge_candidate(
-        tree,
-        fixture=FIXTURE,
-        out=tmp_path / "out",
-        editable=["store.go"],
-        protected=["store_test.go"],
-        gocache=tmp_path / "cache",
-    )
+    judged = judged_copy(tmp_path, {"go.mod": "module safestore\n\ngo 1.22\n"})
     assert judged.clauses["S5"].verdict == "fail"
     assert "go.mod" in judged.clauses["S5"].reason
 
