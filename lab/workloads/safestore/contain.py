@@ -7,8 +7,8 @@ after, ``plan.listing_changes``).
     found.violations        # each: what happened where, and the trace's lines verbatim
 
 The attacker (the harness re-executed as ``harness attack A B``) swaps two entries of the
-root all along; its process and threads are set apart by the trace itself (the pid whose
-``execve`` ran that argv, and what it created), never by what the harness prints.
+root all along; its process and threads are set apart by the trace itself (the one pid
+whose ``execve`` ran that argv, and what it created), never by what the harness prints.
 """
 
 from __future__ import annotations
@@ -63,7 +63,11 @@ def witness(text: str, *, client_pid: int, layout: Layout, changes: list[str]) -
     """Judge the trace of one harness run whose main process is ``client_pid``."""
     calls, tally = iter_syscalls(text)
     mine, _ = client_calls(calls, client_pid, JAIL_EXECS)
-    attackers = family(mine, exec_pids(mine, ATTACKER_ARGV))
+    # exactly one attacker is started; more would mean the candidate ran the harness's
+    # argv itself (to hide its writes): then nothing is set apart (the attacker's own
+    # swaps stay inside the root, so they are never a violation, only noise)
+    execs = exec_pids(mine, ATTACKER_ARGV)
+    attackers = family(mine, execs) if len(execs) == 1 else set()
     effects = file_effects([c for c in mine if c.pid not in attackers])
     root = str(layout.root)
     links = layout.links()

@@ -59,3 +59,24 @@ def test_wrong_pid_finds_no_harness(assets: Path) -> None:
     layout = Layout(Path(str(meta["base"])), 1)
     found = witness(text.decode(), client_pid=1, layout=layout, changes=[])
     assert not found.found_harness
+
+
+def test_a_second_attacker_exec_sets_nothing_apart(assets: Path) -> None:
+    """A candidate that runs ``harness attack`` itself cannot hide calls behind it."""
+    meta = json.loads((assets / "safestore" / "strace-correct.json").read_text())
+    text = gzip.decompress((assets / "safestore" / "strace-correct.txt.gz").read_bytes())
+    lines = text.decode().splitlines()
+    stamp = lines[-2].split()[1]
+    forged = (
+        f'{meta["harness_pid"]} {stamp} execve("/box/harness", ["/box/harness", "attack", '
+        '"a", "b"], 0xc000094840 /* 5 vars */) = 0 <0.000100>'
+    )
+    layout = Layout(Path(str(meta["base"])), 1)
+    found = witness(
+        "\n".join([*lines[:-1], forged, lines[-1]]) + "\n",
+        client_pid=int(meta["harness_pid"]),
+        layout=layout,
+        changes=[],
+    )
+    assert found.attacker_pids == ()
+    assert found.violations == ()  # the attacker's swaps stay inside the root
