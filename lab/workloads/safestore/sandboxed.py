@@ -20,6 +20,7 @@ from pathlib import Path
 from lab.collectors.strace import file_trace_argv
 from lab.sandbox import Sandbox, cell_dirs
 from lab.sandbox import netns as netns_mod
+from lab.sandbox.cgroup import InvocationGroup
 from lab.sandbox.jail import JailSpec, jail_argv, resolv_conf_text
 from lab.sandbox.supervise import Outcome, supervise
 from lab.workloads.safestore.plan import Layout
@@ -34,6 +35,37 @@ class HarnessRun:
     trace: Path | None
     stdout: Path
     stderr: Path
+
+
+def _spec(
+    sandbox: Sandbox,
+    scratch: Path,
+    harness: Path,
+    layout: Layout,
+    group: InvocationGroup,
+    namespace: netns_mod.NetworkNamespace,
+) -> JailSpec:
+    """The box (the harness and its plan, read-only), home and /tmp, the namespace made."""
+    box, home, tmp = cell_dirs(scratch, sandbox)
+    shutil.copyfile(harness, box / "harness")
+    (box / "harness").chmod(0o555)
+    (box / "plan.json").write_text(layout.plan_json(), encoding="utf-8")
+    (box / "plan.json").chmod(0o444)
+    (box / "resolv.conf").write_text(resolv_conf_text(), encoding="ascii")
+    namespace.create()
+    return JailSpec(
+        netns_path=namespace.path,
+        uid=sandbox.user.uid,
+        gid=sandbox.user.gid,
+        box=box,
+        home=home,
+        tmp=tmp,
+        resolv_conf=box / "resolv.conf",
+        join_files=tuple(group.join_files()),
+        nproc=sandbox.nproc_fallback(),
+        masked=sandbox.masked,
+        workdir=layout.base,
+    )
 
 
 def run_harness(
@@ -51,27 +83,8 @@ def run_harness(
     namespace = netns_mod.NetworkNamespace(netns_mod.name_for(tag), log=sandbox.log)
     scratch = Path(tempfile.mkdtemp(prefix="lab-safestore-cell-"))
     try:
-        box, home, tmp = cell_dirs(scratch, sandbox)
-        shutil.copyfile(harness, box / "harness")
-        (box / "harness").chmod(0o555)
-        (box / "plan.json").write_text(layout.plan_json(), encoding="utf-8")
-        (box / "plan.json").chmod(0o444)
-        (box / "resolv.conf").write_text(resolv_conf_text(), encoding="ascii")
-        namespace.create()
-        spec = JailSpec(
-            netns_path=namespace.path,
-            uid=sandbox.user.uid,
-            gid=sandbox.user.gid,
-            box=box,
-            home=home,
-            tmp=tmp,
-            resolv_conf=box / "resolv.conf",
-            join_files=tuple(group.join_files()),
-            nproc=sandbox.nproc_fallback(),
-            masked=sandbox.masked,
-            workdir=layout.base,
-        )
-        argv = [str(box / "harness"), str(box / "plan.json")]
+        spec = _spec(sandbox, scratch, harness, layout, group, namespace)
+        argv = [str(spec.box / "harness"), str(spec.box / "plan.json")]
         trace = out / TRACE_NAME if traced else None
 
         def argv_for(fd: int) -> list[str]:
