@@ -8,7 +8,7 @@ S4 (legitimate names land) and S5 (scope) by ``judge_candidate``.
     judged.clauses["S3"].verdict        # "pass", "fail" or "not-observed"
 """
 
-from lab.workloads.safestore.model import ClauseResult, SafeStoreJudgement
+from lab.model.safestore import ClauseResult, SafeStoreJudgement
 from lab.workloads.safestore.oracle import judge_candidate
 
 __all__ = ["ClauseResult", "SafeStoreJudgement", "judge_candidate"]

@@ -26,9 +26,9 @@ import lab.workloads.safestore.scope as scope
 from lab.collectors.strace import StraceCollector
 from lab.errors import SandboxError, ToolMissingError, WorkloadError
 from lab.host import procs
+from lab.model.safestore import ClauseResult, Figure, SafeStoreJudgement
 from lab.sandbox import Sandbox
 from lab.workloads.safestore.contain import evidence_text, witness
-from lab.workloads.safestore.model import ClauseResult, Figure, SafeStoreJudgement
 from lab.workloads.safestore.plan import Layout, listing_changes
 from lab.workloads.safestore.sandboxed import HarnessRun, run_harness
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.workloads.safestore.model import ClauseResult, SafeStoreJudgement
+from lab.model.safestore import ClauseResult, SafeStoreJudgement
 from lab.workloads.safestore.plan import (
     HOSTILE_NAMES,
     LEGIT_NAMES,
