@@ -36,7 +36,7 @@ from pathlib import Path
 
 from lab.errors import CampaignError
 from lab.evaluate.candidate import MakeRunner
-from lab.sandbox import Outcome, Sandbox
+from lab.sandbox import Outcome, Sandbox, cell_dirs
 from lab.sandbox import netns as netns_mod
 from lab.sandbox.jail import JailSpec, jail_argv, resolv_conf_text
 from lab.sandbox.supervise import supervise
@@ -183,17 +183,6 @@ def run_agent(
             group.remove()
         if namespace is not None:
             namespace.delete()
-
-
-def cell_dirs(scratch: Path, sandbox: Sandbox) -> tuple[Path, Path, Path]:
-    """The read-only box and the client user's writable home and /tmp, in ``scratch``."""
-    box, home, tmp = scratch / "box", scratch / "home", scratch / "tmp"
-    box.mkdir(mode=0o755)
-    box.chmod(0o755)
-    for path in (home, tmp):
-        path.mkdir(mode=0o700)
-        os.chown(path, sandbox.user.uid, sandbox.user.gid)
-    return box, home, tmp
 
 
 def sandboxed_make(sandbox: Sandbox, repetition: int, tree: Path) -> MakeRunner:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.campaign import workspace
-from lab.campaign.agent import MOUNTED, agent_argv, cell_dirs, run_agent, sandboxed_make
+from lab.campaign.agent import MOUNTED, agent_argv, run_agent, sandboxed_make
 from lab.campaign.outcome import after_judging, before_judging, speed_met
 from lab.campaign.records import agent_record, dependencies, native_record
 from lab.campaign.settle import Settings, evaluation_options, settle
@@ -53,6 +53,7 @@ from lab.run.orchestrate import (
     setup,
 )
 from lab.run.shard import check_run_id
+from lab.sandbox import cell_dirs
 from lab.workloads.backup import scenario
 
 

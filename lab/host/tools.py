@@ -23,6 +23,8 @@ TOOL_PACKAGES: dict[str, str] = {
     "patch": "patch",
     "git": "git",
     "openssl": "openssl",
+    # building and judging a Go task (safe-store): Debian's Go 1.19
+    "go": "golang-go",
     # the observers
     "strace": "strace",
     "bpftrace": "bpftrace",
@@ -48,8 +50,6 @@ TOOL_PACKAGES: dict[str, str] = {
     "prlimit": "util-linux",
     "capsh": "libcap2-bin",
     "useradd": "passwd",
-    # a fixture task's toolchain (campaigns/*/task.yaml ``toolchain: go``)
-    "go": "golang-go",
 }
 
 #: tools installed through ``invoke lab.build`` (it also starts the daemon), never by the

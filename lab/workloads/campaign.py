@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.campaign import workspace
-from lab.campaign.agent import agent_argv, cell_dirs, run_agent
+from lab.campaign.agent import agent_argv, run_agent
 from lab.campaign.conduct import CampaignOutcome
 from lab.campaign.outcome import after_judging, crashed
 from lab.campaign.records import agent_record
@@ -38,6 +38,7 @@ from lab.model.campaign import (
 )
 from lab.reports.task import campaign_task_lines
 from lab.run.options import check_count
+from lab.sandbox import cell_dirs
 from lab.workloads.calibrate import Calibration
 from lab.workloads.evaluate import TaskRun, check_task, open_task_run
 from lab.workloads.evidence import write_task_run

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lab.campaign.agent import cell_dirs, run_agent
+from lab.campaign.agent import run_agent
 from lab.host import procs
-from lab.sandbox import Sandbox
+from lab.sandbox import Sandbox, cell_dirs
 from lab.sandbox.jail import HOME
 from lab.workloads.task import FixtureTask, VerifyCommand
 from lab.workloads.testreport import TestReport, parse_go_test_json, parse_junit
