@@ -14,6 +14,7 @@ oracle's verdict; a sandbox or oracle failure is ``not-observed``, never a pass.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -216,6 +217,8 @@ def _oracle(
             "attempts": task.oracle_attempts,
             "timeout_s": task.oracle_timeout_s,
         }
+        if "sandbox" in inspect.signature(workload.oracle()).parameters:
+            options["sandbox"] = verifier.sandbox  # the run's own, when the oracle takes it
         judgement = workloads.judge_with(
             workload, tree, fixture=task.fixture_dir, out=out, options=options
         )
