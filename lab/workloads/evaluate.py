@@ -26,7 +26,7 @@ from lab.host.clock import epoch_to_rfc3339
 from lab.model import RunResult
 from lab.model.task import TaskEvaluation
 from lab.reports.task import evaluation_lines
-from lab.run.orchestrate import REPO, Setup, make_result, new_run_id, open_run, setup
+from lab.run.orchestrate import Setup, make_result, new_run_id, open_run, setup
 from lab.run.shard import check_run_id
 from lab.workloads.calibrate import Calibration, calibrate, load_expected
 from lab.workloads.evidence import write_task_run
@@ -159,7 +159,10 @@ def execute(request: TaskEvaluationRequest, *, say: Callable[[str], None]) -> Ta
     if not request.path.exists():
         raise TaskError(f"--{request.kind} {request.path}: no such file or directory.")
     if not request.local and not identity.in_lab_image():
-        return _in_image(request)
+        say(
+            "Fixture tasks run on this host (the lab image has no Go toolchain yet); "
+            "results.json records where (environment.in_container)."
+        )
     repetitions = request.repetitions or task.eval_repetitions
     run = open_task_run(task, request.out, request.run_id, "evaluation", say)
     try:
@@ -190,30 +193,3 @@ def execute(request: TaskEvaluationRequest, *, say: Callable[[str], None]) -> Ta
         run_dir=run.run_dir,
         archive=archive,
     )
-
-
-def _in_image(request: TaskEvaluationRequest) -> TaskOutcome:
-    """The same evaluation in the lab image, the task's directory and the candidate mounted
-    read-only; the archive lands in the host's --out."""
-    from lab.container import run as container
-
-    task_dir = request.task_path.resolve().parent
-    inside_task = f"/lab/task-input/{task_dir.name}"
-    candidate = request.path.resolve()
-    inside_cand = f"/lab/candidate/{candidate.name}"
-    argv = ["evaluate", "--task", f"{inside_task}/{request.task_path.name}"]
-    argv += [f"--{request.kind}", inside_cand, "--out", container.CONTAINER_ARTIFACTS]
-    if request.repetitions is not None:
-        argv += ["--repetitions", str(request.repetitions)]
-    if not request.calibrate:
-        argv.append("--skip-calibration")
-    if request.json:
-        argv.append("--json")
-    status, document = container.delegate(
-        REPO,
-        argv,
-        out=request.out,
-        json_document=request.json,
-        mounts=((task_dir, inside_task), (candidate, inside_cand)),
-    )
-    return TaskOutcome(exit_status=status, document=document)
