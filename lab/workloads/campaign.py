@@ -192,14 +192,8 @@ def _repetition(
             files=workspace.fixture_files(task.fixture_dir),
             gitignore="",
         )
-        (rep_dir / "workspace.json").write_text(
-            json.dumps(
-                {"baseline_commit": ws.baseline_commit, "files": ws.manifest},
-                indent=2,
-                sort_keys=True,
-            )
-            + "\n"
-        )
+        manifest_doc = {"baseline_commit": ws.baseline_commit, "files": ws.manifest}
+        (rep_dir / "workspace.json").write_text(json.dumps(manifest_doc, indent=2) + "\n")
         argv, _ = agent_argv(request.agent_cmd, box, cwd=Path.cwd())
         say(
             f"Repetition {index}: the agent starts (baseline {ws.baseline_commit[:12]}, "
@@ -224,7 +218,17 @@ def _repetition(
         capture = workspace.take(ws, rep_dir, log=run.log, built=".")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    patch = PatchRecord(
+    patch = _patch_record(capture)
+    rep = _judge(run, rep_dir, index, ws.baseline_commit, agent, patch, budget, say)
+    (rep_dir / "repetition.json").write_text(
+        json.dumps(rep.to_dict(), indent=2, sort_keys=True) + "\n"
+    )
+    say(f"Repetition {index}: {rep.outcome} — {rep.reason}")
+    return rep
+
+
+def _patch_record(capture: workspace.Capture) -> PatchRecord:
+    return PatchRecord(
         sha256=capture.patch_sha256,
         bytes=capture.patch_bytes,
         files_changed=capture.files_changed,
@@ -234,12 +238,6 @@ def _repetition(
         bundle_sha256=capture.bundle_sha256,
         problem=capture.problem,
     )
-    rep = _judge(run, rep_dir, index, ws.baseline_commit, agent, patch, budget, say)
-    (rep_dir / "repetition.json").write_text(
-        json.dumps(rep.to_dict(), indent=2, sort_keys=True) + "\n"
-    )
-    say(f"Repetition {index}: {rep.outcome} — {rep.reason}")
-    return rep
 
 
 def _judge(

@@ -30,7 +30,7 @@ from lab.run.orchestrate import Setup, make_result, new_run_id, open_run, setup
 from lab.run.shard import check_run_id
 from lab.workloads.calibrate import Calibration, calibrate, load_expected
 from lab.workloads.evidence import write_task_run
-from lab.workloads.judge import judge, prepare
+from lab.workloads.judge import judge, prepare, run_oracle
 from lab.workloads.task import FixtureTask, load_fixture_task
 from lab.workloads.verify import Verifier
 
@@ -115,7 +115,23 @@ def check_task(
     task = run.task
     seeds = load_expected(task) if calibrate_it else []
     say(f"Baseline: the untouched fixture must fail {', '.join(task.baseline_commands)}")
-    results = run.verifier.warm(task.fixture_dir, run.run_dir / "baseline")
+    oracle: dict[str, Any] = {}
+
+    def warm_oracle(seed: Path) -> None:
+        """The oracle on the untouched fixture: its harness build warms the cache once per
+        run, and its verdicts on the vulnerable fixture are kept beside the baseline."""
+        if any(c.oracle for c in task.clauses.values()):
+            say("Baseline: the workload's oracle on the untouched fixture (warming its build)")
+            record, found = run_oracle(
+                task,
+                task.fixture_dir,
+                run.verifier,
+                run.run_dir / "baseline" / "oracle",
+                cache=seed,
+            )
+            oracle.update(record=record, verdicts={c: v.to_dict() for c, v in found.items()})
+
+    results = run.verifier.warm(task.fixture_dir, run.run_dir / "baseline", also=warm_oracle)
     broken = [
         r
         for r in results.values()
@@ -126,6 +142,7 @@ def check_task(
         "must": "fail",
         "commands": {cid: r.to_dict() for cid, r in results.items()},
         "status": "fail" if broken else "pass",
+        "oracle": oracle or None,
     }
     if lost:
         raise TaskError(

@@ -178,7 +178,7 @@ def _repetition(
     oracle_ids = [c.id for c in task.clauses.values() if c.oracle]
     oracle_record: dict[str, Any] | None = None
     if oracle_ids:
-        oracle_record, found = _oracle(task, cand.as_given, verifier, rep_dir / "oracle")
+        oracle_record, found = run_oracle(task, cand.as_given, verifier, rep_dir / "oracle")
         for cid in oracle_ids:
             verdicts[cid] = found.get(cid) or Verdict(
                 "not-observed", "the oracle gave no verdict for this clause"
@@ -200,16 +200,20 @@ def command_verdict(result: CommandResult, where: str) -> Verdict:
     return Verdict("fail", f"{result.id} {result.why()}", evidence)
 
 
-def _oracle(
-    task: FixtureTask, tree: Path, verifier: Verifier, out: Path
+def run_oracle(
+    task: FixtureTask, tree: Path, verifier: Verifier, out: Path, *, cache: Path | None = None
 ) -> tuple[dict[str, Any], dict[str, Verdict]]:
-    """The workload's oracle on ``tree``; an oracle that fails leaves its clauses
+    """The workload's oracle on ``tree`` with a private copy of the warm build cache (or
+    ``cache`` itself: the warming run's); an oracle that fails leaves its clauses
     ``not-observed`` with its sentence (never a pass, never a traceback)."""
     out.mkdir(parents=True, exist_ok=True)
     workload = workloads.get(task.workload)
-    cache = verifier.work / f"oracle-cache-{out.parent.name}-{id(out)}"
+    private = cache is None
+    if cache is None:
+        cache = verifier.work / f"oracle-cache-{out.parent.name}-{id(out)}"
     try:
-        verifier.private_cache(cache)
+        if private:
+            verifier.private_cache(cache)
         options: dict[str, Any] = {
             "editable": task.editable,
             "protected": task.protected,
@@ -235,7 +239,8 @@ def _oracle(
         why = f"the {workload.name} oracle failed: {type(error).__name__}: {error}"
         return {"error": why}, {c: Verdict("not-observed", why) for c in workload.oracle_clauses}
     finally:
-        shutil.rmtree(cache, ignore_errors=True)
+        if private:
+            shutil.rmtree(cache, ignore_errors=True)
 
 
 def _verdict(value: str) -> Any:

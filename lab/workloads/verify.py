@@ -21,6 +21,7 @@ import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -106,9 +107,12 @@ class Verifier:
         self.warm_cache: Path | None = None
         self._count = 0
 
-    def warm(self, fixture: Path, out_dir: Path) -> dict[str, CommandResult]:
-        """Every command once on the untouched fixture (its results are the baseline), the
-        build cache they wrote then frozen for every later command."""
+    def warm(
+        self, fixture: Path, out_dir: Path, *, also: Callable[[Path], None] | None = None
+    ) -> dict[str, CommandResult]:
+        """Every command once on the untouched fixture (its results are the baseline), then
+        ``also`` (the workload's oracle on the fixture: its own builds warm the cache too)
+        with the cache, which is then frozen for every later command."""
         seed = self.work / "gocache-warming"
         seed.mkdir(mode=0o700)
         os.chown(seed, self.sandbox.user.uid, self.sandbox.user.gid)
@@ -116,6 +120,8 @@ class Verifier:
             cid: self.run(cmd, fixture, out_dir / cid, cache=seed)
             for cid, cmd in self.task.commands.items()
         }
+        if also is not None:
+            also(seed)
         frozen = self.work / "gocache"
         seed.rename(frozen)
         _freeze(frozen)
