@@ -139,12 +139,13 @@ def create(
     uid: int,
     gid: int,
     log: procs.CommandLog | None,
-    source: Path = REPO,
+    source: Path | None = None,
     files: list[str] | None = None,
     gitignore: str = GITIGNORE,
 ) -> Workspace:
     """A fresh workspace of ``files`` copied from ``source`` (the backup task's: native/
     and the public contract of this checkout; a fixture task's: its fixture) and TASK.md."""
+    source = REPO if source is None else source
     root = scratch / "workspace"
     gitdir = scratch / "lab.git"
     root.mkdir(mode=0o755)
