@@ -177,7 +177,7 @@ def evaluation_request(args: argparse.Namespace) -> EvaluationRequest:
     return EvaluationRequest(
         kind=kind,
         path=args.patch or args.source_dir or args.binary,
-        repetitions=args.repetitions,
+        repetitions=3 if args.repetitions is None else args.repetitions,
         timing_runs=args.timing_runs,
         collector=args.collector,
         packets=args.packets,
@@ -195,6 +195,10 @@ def cmd_evaluate(args: argparse.Namespace, console: Console) -> int:
     from lab.evaluate import judge
 
     human = _human(args, console)
+    if args.task is not None or args.tree is not None:
+        from lab.workloads.cli import evaluate_task
+
+        return evaluate_task(args, human)
     outcome = judge.execute(
         evaluation_request(args), say=lambda msg: human.print(msg, highlight=False)
     )
@@ -252,6 +256,10 @@ def cmd_campaign(args: argparse.Namespace, console: Console) -> int:
     # with --json, stdout holds the one JSON document and everything else goes to stderr
     human = Console(stderr=True, highlight=False, width=console.width) if args.json else console
     stream = sys.stderr if args.json else sys.stdout
+    from lab.workloads.task import is_fixture_task
+
+    if request.task_path.is_file() and is_fixture_task(request.task_path):
+        from lab.workloads.campaign import execute as conduct  # a campaigns/*/task.yaml
     outcome = conduct(
         request,
         say=lambda msg: human.print(msg, highlight=False, markup=False),

@@ -198,11 +198,28 @@ def _add_evaluate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         directory=True,
     )
     _path(what.add_argument("--binary", type=Path, help="a prebuilt client executable"))
+    _path(
+        what.add_argument(
+            "--tree",
+            type=Path,
+            help="with --task: the candidate's copy of the task's fixture (a directory)",
+        ),
+        directory=True,
+    )
+    _path(
+        ev.add_argument(
+            "--task",
+            type=Path,
+            default=None,
+            help="judge a candidate of this fixture task (campaigns/*/task.yaml; "
+            "with --tree or --patch); its contract is calibrated first",
+        )
+    )
     ev.add_argument(
         "--repetitions",
         type=_positive,
-        default=3,
-        help="repetitions of every contract condition (default 3)",
+        default=None,
+        help="repetitions of every contract condition (default 3; with --task: the task's)",
     )
     ev.add_argument(
         "--timing-runs",

@@ -82,3 +82,13 @@ class SandboxError(LabError):
 class CampaignError(LabError):
     """A campaign cannot start: its task file, its agent command, or a baseline that does
     not show what the task requires; the message names which and what to do."""
+
+
+class TaskError(CampaignError):
+    """A fixture task (``campaigns/*/task.yaml``) cannot be used: its file, its fixture, a
+    baseline that does not fail as required, or a contract whose calibration failed."""
+
+
+class WorkloadError(LabError):
+    """A workload cannot judge what it was given (a candidate tree that is not a Go module,
+    a fixture that is missing); the message names which and what to do."""

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from lab.errors import CampaignError
 from lab.evaluate.candidate import MakeRunner
-from lab.sandbox import Outcome, Sandbox, boxfs
+from lab.sandbox import Outcome, Sandbox, boxfs, cell_dirs
 from lab.sandbox import netns as netns_mod
 from lab.sandbox.cgroup import opaque_name
 from lab.sandbox.jail import JailSpec, jail_argv, resolv_conf_text
@@ -184,17 +184,6 @@ def run_agent(
             group.remove()
         if namespace is not None:
             namespace.delete()
-
-
-def cell_dirs(scratch: Path, sandbox: Sandbox) -> tuple[Path, Path, Path]:
-    """The read-only box and the client user's writable home and /tmp, in ``scratch``."""
-    box, home, tmp = scratch / "box", scratch / "home", scratch / "tmp"
-    box.mkdir(mode=0o755)
-    box.chmod(0o755)
-    for path in (home, tmp):
-        path.mkdir(mode=0o700)
-        sandbox.bounded(path)  # a bounded tmpfs, as a client's (lab.sandbox.boxfs)
-    return box, home, tmp
 
 
 def sandboxed_make(sandbox: Sandbox, repetition: int, tree: Path) -> MakeRunner:

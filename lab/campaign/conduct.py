@@ -27,7 +27,7 @@ from typing import Any
 
 from lab import resources
 from lab.campaign import workspace
-from lab.campaign.agent import MOUNTED, agent_argv, cell_dirs, run_agent, sandboxed_make
+from lab.campaign.agent import MOUNTED, agent_argv, run_agent, sandboxed_make
 from lab.campaign.outcome import after_judging, before_judging, speed_met
 from lab.campaign.records import agent_record, dependencies, native_record
 from lab.campaign.settle import Settings, evaluation_options, settle
@@ -54,7 +54,7 @@ from lab.pipeline import (
 )
 from lab.run.options import check_client
 from lab.run.shard import check_run_id
-from lab.sandbox import SandboxSettings, boxfs
+from lab.sandbox import SandboxSettings, boxfs, cell_dirs
 from lab.workloads.backup import scenario
 
 

@@ -122,24 +122,49 @@ def given_files() -> list[str]:
     return [*native, *PUBLIC_DOCS]
 
 
+def fixture_files(fixture: Path) -> list[str]:
+    """Every regular file of a task's fixture (``campaigns/*/fixture/``), sorted; nothing
+    else of the lab (no harness, no seeds, no oracle) is given."""
+    return sorted(
+        p.relative_to(fixture).as_posix()
+        for p in fixture.rglob("*")
+        if p.is_file() and not p.is_symlink()
+    )
+
+
+def _origin(source: Path | None, rel: str) -> Path:
+    """Where ``rel`` of a workspace comes from: ``source``, or the lab's own data."""
+    return resources.path(rel) if source is None else source / rel
+
+
 def create(
-    scratch: Path, task_text: str, *, uid: int, gid: int, log: procs.CommandLog | None
+    scratch: Path,
+    task_text: str,
+    *,
+    uid: int,
+    gid: int,
+    log: procs.CommandLog | None,
+    source: Path | None = None,
+    files: list[str] | None = None,
+    gitignore: str = GITIGNORE,
 ) -> Workspace:
+    """A fresh workspace of ``files`` copied from ``source`` (the backup task's: native/
+    and the public contract of this checkout; a fixture task's: its fixture) and TASK.md."""
     root = scratch / "workspace"
     gitdir = scratch / "lab.git"
     root.mkdir(mode=0o755)
-    files = given_files()
-    missing = [rel for rel in files if not resources.path(rel).is_file()]
+    files = given_files() if files is None else files
+    missing = [rel for rel in files if not _origin(source, rel).is_file()]
     if missing:
         raise CampaignError(
-            f"{resources.path(missing[0])} is missing, and an agent's workspace must hold it; "
+            f"{_origin(source, missing[0])} is missing, and an agent's workspace must hold it; "
             "run the campaign from a complete checkout (or a lab image built from one)."
         )
     for rel in files:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(resources.path(rel), root / rel)
+        shutil.copyfile(_origin(source, rel), root / rel)
     (root / "TASK.md").write_text(task_text if task_text.endswith("\n") else task_text + "\n")
-    (root / ".gitignore").write_text(GITIGNORE)
+    (root / ".gitignore").write_text(gitignore)
     manifest = {
         p.relative_to(root).as_posix(): sha256_file(p)
         for p in sorted(root.rglob("*"))
@@ -196,9 +221,12 @@ def _not_plain(root: Path) -> Callable[[str, list[str]], list[str]]:
     return ignore
 
 
-def take(ws: Workspace, rep_dir: Path, *, log: procs.CommandLog | None) -> Capture:
-    """``patch.diff`` (everything, binary included), ``native.patch`` (what is built),
-    ``final.bundle`` (baseline and final commits) in ``rep_dir``."""
+def take(
+    ws: Workspace, rep_dir: Path, *, log: procs.CommandLog | None, built: str = "native/"
+) -> Capture:
+    """``patch.diff`` (everything, binary included), ``native.patch`` (what is built: the
+    diff of ``built``; a fixture task's whole tree, ``built="."``), ``final.bundle`` (baseline
+    and final commits) in ``rep_dir``."""
     rep_dir.mkdir(parents=True, exist_ok=True)
     if _tree_bytes(ws.root) > MAX_WORKSPACE_BYTES:
         (rep_dir / "patch.diff").write_bytes(b"")
@@ -220,7 +248,7 @@ def take(ws: Workspace, rep_dir: Path, *, log: procs.CommandLog | None) -> Captu
     _git(
         ws.gitdir,
         final,
-        ["diff", "--cached", ws.baseline_commit, "--", "native/"],
+        ["diff", "--cached", ws.baseline_commit, "--", built],
         log,
         stdout=rep_dir / "native.patch",
     )
@@ -247,7 +275,7 @@ def take(ws: Workspace, rep_dir: Path, *, log: procs.CommandLog | None) -> Captu
         patch_bytes=len(patch),
         native_empty=(rep_dir / "native.patch").stat().st_size == 0,
         files_changed=changed,
-        outside_native=tuple(n for n in changed if not n.startswith("native/")),
+        outside_native=tuple(n for n in changed if built != "." and not n.startswith(built)),
         final_commit=commit,
         bundle_sha256=sha256_file(rep_dir / "final.bundle"),
     )

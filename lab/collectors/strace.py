@@ -139,6 +139,35 @@ class StraceCollector(ProcessCollector):
         return CollectorOutput(self.name, tally.summary(), artifacts)
 
 
+#: the calls a file-system witness needs: every call that names a file (``%file``), every
+#: descriptor call (``%desc``: the decoded results) and the process calls (``%process``:
+#: who created whom, and which program each process runs)
+FILE_TRACE_CLASSES = "%file,%desc,%process"
+
+
+def file_trace_argv(trace: Path, argv: list[str]) -> list[str]:
+    """``argv`` run under ``strace -f`` keeping only the file, descriptor and process calls
+    (a workload's file-system witness, read by ``lab.collectors.strace_files``), each
+    descriptor decoded to the kernel's path (``-yy``). ``--seccomp-bpf`` stops the tracee
+    only at those calls, so the rest runs at full speed."""
+    return [
+        procs.which("strace") or "strace",
+        "-f",
+        "--seccomp-bpf",
+        "-ttt",
+        "-T",
+        "-yy",
+        "-s",
+        str(STRING_LIMIT),
+        "-e",
+        f"trace={FILE_TRACE_CLASSES}",
+        "-o",
+        str(trace),
+        "--",
+        *argv,
+    ]
+
+
 def _ptrace_scope() -> int | None:
     try:
         return int(YAMA_PTRACE_SCOPE.read_text().strip())

@@ -186,6 +186,8 @@ class Syscall:
     ret: int | None
     errno: str | None
     duration_s: float | None
+    #: the result's ``-yy`` decoration (``= 3</real/path>``: the path the kernel opened)
+    decoded: str | None = None
 
 
 @dataclass
@@ -266,8 +268,10 @@ def _number(raw: str) -> int:
     return int(raw, 0)
 
 
-def _result(tail: str) -> tuple[str, int | None, str | None, float | None] | None:
-    """Split ``"args) = ret ... <dur>"`` into (args, ret, errno, duration)."""
+def _result(
+    tail: str,
+) -> tuple[str, int | None, str | None, float | None, str | None] | None:
+    """Split ``"args) = ret<deco> ... <dur>"`` into (args, ret, errno, duration, deco)."""
     duration = None
     m = _DURATION.search(tail)
     if m is not None:
@@ -279,7 +283,8 @@ def _result(tail: str) -> tuple[str, int | None, str | None, float | None] | Non
         if r is not None:
             raw = r.group("ret")
             ret = None if raw == "?" else _number(raw)
-            return tail[: eq.start()], ret, r.group("errno"), duration
+            deco = r.group("deco")
+            return tail[: eq.start()], ret, r.group("errno"), duration, deco and deco[1:-1]
     return None
 
 
@@ -343,8 +348,8 @@ def iter_syscalls(text: str) -> tuple[list[Syscall], StraceTally]:
             # "exit(0) = ?" has a result; a call cut off by the end of the trace has none
             summary.unparsed_lines += 1
             continue
-        args, ret, errno, duration = parsed
-        calls.append(Syscall(pid, ts, name, args, ret, errno, duration))
+        args, ret, errno, duration, decoded = parsed
+        calls.append(Syscall(pid, ts, name, args, ret, errno, duration, decoded))
     # calls that never resumed (the process died inside them) still happened
     for pid, (name, rest, ts) in pending.items():
         calls.append(Syscall(pid, ts, name, rest, None, None, None))

@@ -23,6 +23,8 @@ TOOL_PACKAGES: dict[str, str] = {
     "patch": "patch",
     "git": "git",
     "openssl": "openssl",
+    # building and judging a Go task (safe-store): Debian's Go 1.19
+    "go": "golang-go",
     # the observers
     "strace": "strace",
     "bpftrace": "bpftrace",

@@ -14,6 +14,7 @@ stage lives here; every module of it imports only the model itself.
 | ``evaluation`` | a candidate evaluation's record |
 | ``campaign`` | an agent campaign's record |
 | ``sandbox`` | what the sandbox reports of one invocation's cgroup and lingering processes |
+| ``safestore`` | the safe-store oracle's judgement of one candidate (S3–S5 and figures) |
 
 ``RunResult.to_dict()`` is exactly what goes into ``results.json``.
 """

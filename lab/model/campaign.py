@@ -17,6 +17,7 @@ from typing import Any, Literal, cast
 
 from lab.model.evaluation import Evaluation
 from lab.model.read import mapping, required
+from lab.model.task import TaskEvaluation
 
 Outcome = Literal["met", "failed", "build-failed", "no-change", "timed-out", "agent-crashed"]
 OUTCOMES: tuple[Outcome, ...] = (
@@ -155,8 +156,9 @@ class RepetitionRecord:
     baseline_commit: str
     agent: AgentRecord
     patch: PatchRecord | None
-    #: the judgement (lab evaluate's record); None when nothing was judged
-    evaluation: Evaluation | None = None
+    #: the judgement (lab evaluate's record, or a fixture task's); None when nothing was
+    #: judged
+    evaluation: Evaluation | TaskEvaluation | None = None
     #: candidate median / baseline median of the task's speed metric (or first backup wall)
     timing_ratio: float | None = None
     #: the ratio's 95 % interval [low, high] (``lab.evaluate.interval``); the speed goal is

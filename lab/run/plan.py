@@ -35,5 +35,5 @@ class Plan:
     units: list[tuple[str, int]] | None = None
     #: untraced passes run at once (lab.run.schedule decides it; 1: strictly sequential)
     jobs: int = 1
-    #: the workload whose judge judges the results (``lab.workloads.WORKLOADS``)
+    #: the workload whose judge judges the results (the registry in ``lab.workloads``)
     workload: str = "backup"

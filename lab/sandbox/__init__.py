@@ -41,7 +41,15 @@ from lab.sandbox.jail import JailSpec, jail_argv, resolv_conf_text
 from lab.sandbox.supervise import Outcome, supervise
 from lab.sandbox.user import ClientUser
 
-__all__ = ["Limits", "Outcome", "PassCell", "Reservation", "Sandbox", "SandboxSettings"]
+__all__ = [
+    "Limits",
+    "Outcome",
+    "PassCell",
+    "Reservation",
+    "Sandbox",
+    "SandboxSettings",
+    "cell_dirs",
+]
 
 #: the client binary's name inside the box
 CLIENT_NAME = "client"
@@ -209,6 +217,24 @@ class Sandbox:
             yield cell
         finally:
             cell.close()
+
+
+def cell_dirs(scratch: Path, sandbox: Sandbox, *, bounded: bool = True) -> tuple[Path, Path, Path]:
+    """The read-only box and the client user's writable home and /tmp, in ``scratch`` (for
+    a jailed run outside a pass cell: an agent, a build, a workload's harness). ``bounded``:
+    home and /tmp are bounded tmpfs mounts, as a client's (``lab.sandbox.boxfs``; remove
+    ``scratch`` with ``boxfs.remove_tree``); unbounded only where a verification command's
+    Go build cache is hard-linked into home from the run's warm copy (another file system)."""
+    box, home, tmp = scratch / "box", scratch / "home", scratch / "tmp"
+    box.mkdir(mode=0o755)
+    box.chmod(0o755)
+    for path in (home, tmp):
+        path.mkdir(mode=0o700)
+        if bounded:
+            sandbox.bounded(path)
+        else:
+            os.chown(path, sandbox.user.uid, sandbox.user.gid)
+    return box, home, tmp
 
 
 @dataclass

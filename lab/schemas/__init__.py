@@ -5,6 +5,7 @@ validate_results(run.to_dict())                        # SchemaError naming the 
 validate_document(summary, "run-summary")              # the --json outputs of run, evaluate
 validate_scenario(data, Path("scenarios/x.yaml"))      # ScenarioError naming the file and key
 validate_campaign_task(data, Path("campaigns/speedup.yaml"))   # CampaignError, the same way
+validate_task(data, Path("campaigns/safe-store/task.yaml"))     # TaskError, the same way
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 import jsonschema
 
-from lab.errors import CampaignError, LabError, ScenarioError, SchemaError
+from lab.errors import CampaignError, LabError, ScenarioError, SchemaError, TaskError
 
 #: the schema every run ships beside its results.json, which names it in ``$schema``
 RESULTS_SCHEMA_FILE = "results.schema.json"
@@ -82,6 +83,11 @@ def validate_campaign_task(document: Any, path: Path) -> None:
     _validate_input(document, path, _schema("campaign-task.schema.json"), CampaignError)
 
 
+def validate_task(document: Any, path: Path) -> None:
+    """A fixture task file (``campaigns/*/task.yaml``) against ``task.schema.json``."""
+    _validate_input(document, path, _schema("task.schema.json"), TaskError)
+
+
 def _validate_input(
     document: Any, path: Path, schema: dict[str, Any], kind: type[LabError]
 ) -> None:
@@ -107,5 +113,8 @@ def _problem(error: jsonschema.ValidationError) -> str:
         "type": f"must be of type {bound}",
         "required": "is missing a required key",
         "additionalProperties": "has a key that is not allowed",
+        "oneOf": "must name exactly one of 'command' and 'oracle'",
+        "const": f"must be {bound}",
+        "minItems": f"must have at least {bound} item(s)",
     }
-    return words.get(str(error.validator), "does not match lab/schemas/scenario.schema.json")
+    return words.get(str(error.validator), "does not match the file's schema")

@@ -82,6 +82,11 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("pipeline", ("lab.pipeline",)),
     ("evaluate", ("lab.evaluate",)),
     ("campaign", ("lab.campaign",)),
+    # a fixture task's machinery runs verification commands as the agent runs (the campaign's
+    # jailed runner), evaluates and campaigns: above the campaign stage, below merge
+    ("tasks", ("lab.workloads.verify", "lab.workloads.judge", "lab.workloads.calibrate",
+               "lab.workloads.evaluate", "lab.workloads.campaign", "lab.workloads.evidence",
+               "lab.workloads.cli")),
     ("merge", ("lab.merge",)),
     ("command line", ("lab._parser", "lab._cli", "lab.__main__")),
 )  # fmt: skip
