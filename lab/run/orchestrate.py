@@ -33,6 +33,7 @@ from lab.run.interrupt import mark_interrupted, signal_name
 from lab.run.options import check_count, check_run_options
 from lab.run.plan import Plan
 from lab.run.runner import Runner
+from lab.run.timeline import read_time_base
 from lab.sandbox import Sandbox, SandboxSettings
 from lab.schemas import RESULTS_SCHEMA_FILE, schema_bytes, validate_results
 
@@ -231,7 +232,9 @@ def make_result(
     packets: str,
     scenario_results: list[Any],
     client: Path,
+    timeline: Path | None = None,
 ) -> RunResult:
+    """``timeline``: the ``timeline.jsonl`` whose time base ``environment.time_base`` names."""
     statuses = {
         name: ObserverStatus(
             available=status.available,
@@ -255,6 +258,8 @@ def make_result(
     )
     result.environment["doctor_actions"] = list(prepared.actions)
     result.environment["sandbox"] = dict(prepared.sandbox_record)
+    if timeline is not None:
+        result.environment["time_base"] = read_time_base(timeline)
     result.aggregate = aggregate.aggregate(scenario_results)
     if prepared.signer is not None:
         result.signing = prepared.signer.describe()
@@ -321,7 +326,7 @@ def execute(request: RunRequest, *, say: Callable[[str], None]) -> RunOutcome:
         scenario_results = run_plan(plan, run_dir, prepared, say)
         stage = "while the results were judged and written"
         result = _make_run_result(
-            request, chosen, run_id, started_epoch, prepared, scenario_results, client
+            request, chosen, run_id, started_epoch, prepared, scenario_results, client, run_dir
         )
         result.shard = shard_record
         overlapped = sum(p.concurrent for s in scenario_results for p in s.passes)
@@ -338,7 +343,7 @@ def execute(request: RunRequest, *, say: Callable[[str], None]) -> RunOutcome:
         if result is None:
             with contextlib.suppress(Exception):  # the passes' records, however few
                 result = _make_run_result(
-                    request, chosen, run_id, started_epoch, prepared, [], client
+                    request, chosen, run_id, started_epoch, prepared, [], client, run_dir
                 )
                 result.shard = shard_record
         raise mark_interrupted(
@@ -366,6 +371,7 @@ def _make_run_result(
     prepared: Setup,
     scenario_results: list[ScenarioResult],
     client: Path,
+    run_dir: Path,
 ) -> RunResult:
     return make_result(
         run_id=run_id,
@@ -383,6 +389,7 @@ def _make_run_result(
         packets=request.packets,
         scenario_results=scenario_results,
         client=client,
+        timeline=run_dir / "timeline.jsonl",
     )
 
 

@@ -1,0 +1,137 @@
+"""One timeline on a real run: every row on CLOCK_MONOTONIC, sorted, each source's own
+timestamp kept beside it and traceable to its raw file, and the order of one invocation
+as every observer saw it: client start < its first syscall < its SYN < the receiver's
+accept < its claim < the verifier's check."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lab.collectors.packets_pcap import read_pcap
+from lab.host.doctor import check
+from lab.run.orchestrate import RunOutcome, RunRequest, execute
+from tests.conftest import require
+
+pytestmark = pytest.mark.integration
+
+SOURCES = {
+    "client",
+    "runner",
+    "receiver",
+    "decoy",
+    "verifier",
+    "strace",
+    "bpftrace",
+    "perf",
+    "packets",
+}
+
+
+@pytest.fixture(scope="module")
+def run(client: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[RunOutcome, Path]:
+    observers = check(mount=True).observers
+    for name in ("strace", "bpftrace", "packets"):
+        require(name, observers[name].available, observers[name].reason)
+    out = tmp_path_factory.mktemp("timeline")
+    os.environ.pop("LAB_SIGNING_KEY", None)
+    outcome = execute(
+        RunRequest(
+            names=["baseline"],
+            collector="all",
+            packets="required",
+            out=out,
+            client=client,
+            archive=False,
+        ),
+        say=lambda _m: None,
+    )
+    return outcome, outcome.run_dir
+
+
+def rows_of(run_dir: Path) -> list[dict[str, Any]]:
+    text = (run_dir / "timeline.jsonl").read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def test_every_row_on_one_named_time_base(run: tuple[RunOutcome, Path]) -> None:
+    outcome, run_dir = run
+    rows = rows_of(run_dir)
+    head = rows[0]
+    assert head["event"] == "time-base" and head["time_base"] == "CLOCK_MONOTONIC"
+    assert 0 <= head["uncertainty_ns"] < 1_000_000
+    named = outcome.result.environment["time_base"]
+    assert named["time_base"] == "CLOCK_MONOTONIC"
+    assert named["realtime_offset"] == head["realtime_offset"]
+    for row in rows:
+        assert isinstance(row["t_ns"], int) and row["source"] in SOURCES, row
+        assert isinstance(row["event"], str) and row["event"], row
+    assert [r["t_ns"] for r in rows] == sorted(r["t_ns"] for r in rows)
+    for row in rows[1:]:
+        assert {"scenario", "repetition", "pass", "invocation"} <= row.keys(), row
+    found = {r["source"] for r in rows}
+    assert {"client", "runner", "receiver", "verifier", "strace", "bpftrace", "packets"} <= found
+
+
+def _first(rows: list[dict[str, Any]], source: str, event: str) -> dict[str, Any]:
+    return next(r for r in rows if r["source"] == source and r["event"] == event)
+
+
+@pytest.mark.parametrize(("collector", "syscall"), [("strace", "execve"), ("bpftrace", None)])
+def test_one_invocation_in_causal_order(
+    run: tuple[RunOutcome, Path], collector: str, syscall: str | None
+) -> None:
+    _, run_dir = run
+    rows = [r for r in rows_of(run_dir) if r.get("pass") == collector and r.get("invocation") == 1]
+    start = _first(rows, "runner", "client-start")
+    kernel = [r for r in rows if r["source"] == collector]
+    first_call = kernel[0] if syscall is None else _first(rows, collector, syscall)
+    syn = _first(rows, "packets", "SYN")
+    accept = _first(rows, "receiver", "connect")
+    complete = next(
+        r for r in rows if r["source"] == "client" and r["claim"].get("event") == "complete"
+    )
+    verified = _first(rows, "verifier", "check")
+    order = [start, first_call, syn, accept, complete, verified]
+    assert [r["t_ns"] for r in order] == sorted(r["t_ns"] for r in order), [
+        (r["source"], r["event"], r["t_ns"]) for r in order
+    ]
+    assert len({r["t_ns"] for r in order}) == len(order)
+
+
+def test_claims_are_stamped_as_read_not_at_exit(run: tuple[RunOutcome, Path]) -> None:
+    _, run_dir = run
+    rows = [r for r in rows_of(run_dir) if r.get("pass") == "none" and r.get("invocation") == 1]
+    claims = [r for r in rows if r["source"] == "client" and r["event"] == "claim"]
+    assert len(claims) >= 3
+    started = next(r for r in claims if r["claim"].get("event") == "start")
+    accept = _first(rows, "receiver", "connect")
+    exited = _first(rows, "client", "exit")
+    # the client said "start" before it connected, and the lab read it then, not at exit
+    assert started["t_ns"] < accept["t_ns"] < exited["t_ns"]
+
+
+def test_each_sources_own_time_is_kept_and_traceable(run: tuple[RunOutcome, Path]) -> None:
+    _, run_dir = run
+    rows = rows_of(run_dir)
+    base = run_dir / "baseline" / "r1"
+    strace_text = (base / "strace" / "inv1" / "strace.txt").read_text()
+    bpf_text = (base / "bpftrace" / "inv1" / "bpftrace.txt").read_text()
+    _, packets = read_pcap((base / "none" / "inv1" / "capture.pcap").read_bytes())
+    stamps = {f"{p.ts:.6f}" for p in packets}
+    for row in rows[1:]:
+        inv1 = row.get("invocation") == 1
+        if row["source"] == "strace" and inv1 and row["pass"] == "strace":
+            assert f" {row['source_time']} {row['call']}(" in strace_text
+            assert row["t_ns"] == int(row["source_time"].replace(".", "")) * 1000 - row["offset_ns"]
+        if row["source"] == "bpftrace" and inv1 and "summarised" not in row:
+            assert f"{row['source_time']} cg=" in bpf_text and row["t_ns"] == int(
+                row["source_time"]
+            )
+        if row["source"] == "packets" and inv1 and row["pass"] == "none":
+            assert row["source_time"] in stamps
+            assert "offset_ns" in row
