@@ -19,8 +19,8 @@ from rich.console import Console
 
 from lab._parser import build_parser, completion_script
 from lab.errors import ArchiveError, LabError
-from lab.evaluate.model import Evaluation
-from lab.evaluate.request import CandidateKind, EvaluationRequest
+from lab.evaluate.request import EvaluationRequest
+from lab.model.evaluation import CandidateKind, Evaluation
 from lab.run.orchestrate import RunRequest, execute
 
 __all__ = ["build_parser", "main"]

@@ -6,7 +6,7 @@
     request = CampaignRequest(task_path=Path("campaigns/speedup.yaml"), agent_cmd="sh a.sh")
 
 The task file is read as untrusted input, like a scenario file: bounded, regular, strict
-YAML (``lab.run.scenario_yaml``), then the schema.
+YAML (``lab.workloads.backup.scenario_yaml``), then the schema.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from lab.errors import CampaignError, ScenarioError
-from lab.run.scenario_yaml import parse_strict, read_bounded
 from lab.run.shard import ShardSpec
 from lab.schemas import validate_campaign_task
+from lab.workloads.backup.scenario_yaml import parse_strict, read_bounded
 
 AgentNetwork = Literal["host", "none"]
 AGENT_NETWORKS: tuple[AgentNetwork, ...] = ("host", "none")

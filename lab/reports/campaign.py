@@ -6,13 +6,13 @@ live, and what the campaign does not prove. Markdown, PDF and console draw these
     campaign_sections(record)        # [(title, Table or sentences), ...]
     campaign_lines(record)           # the console's lines
 
-Every figure comes from :class:`lab.campaign.model.CampaignRecord`; nothing is computed here
+Every figure comes from :class:`lab.model.campaign.CampaignRecord`; nothing is computed here
 but wording.
 """
 
 from __future__ import annotations
 
-from lab.campaign.model import EVIDENCE, NOT_PROVEN, CampaignRecord
+from lab.model.campaign import EVIDENCE, NOT_PROVEN, CampaignRecord
 from lab.reports.repetitions import repetition_wording
 from lab.reports.table import Table
 
