@@ -59,7 +59,9 @@ REPORT_TIMEOUT_S = 600.0
 #: timeout and holds every ``perf record`` open about 1 s after its command exits (measured:
 #: 1.11 s → 0.16 s for ``/bin/true``). The client runs unprivileged in the sandbox and cannot
 #: load a BPF program, so no sample of it can land in one.
-RECORD_OPTIONS = ("-q", "-N", "--no-bpf-event")
+#: ``-k mono --timestamp-boundary``: samples stamped on CLOCK_MONOTONIC (the timeline's time
+#: base) and the sample window kept in perf.data's header (lab.collectors.perf_header)
+RECORD_OPTIONS = ("-q", "-N", "--no-bpf-event", "-k", "mono", "--timestamp-boundary")
 
 REPORT_FILE = "perf-report.txt"
 STATS_FILE = "perf-stats.txt"

@@ -6,7 +6,8 @@ the observers kept, as :class:`lab.run.timeline.Sighting` rows for ``timeline.js
   the client's part of the trace (not the sandbox's steps, :func:`client_calls`);
 - bpftrace (its per-invocation cut, ``nsecs`` = CLOCK_MONOTONIC): every event line;
 - the capture (the invocation's ``capture.pcap``, epoch stamps): SYN, FIN, RST and every
-  segment that carries payload, and datagrams.
+  segment that carries payload, and datagrams;
+- perf (``perf.data``'s header, ``-k mono``): the first and the last sample, its window.
 
 A flood is bounded: of each (source, event) the first :data:`KEPT` rows are kept and one
 ``summarised`` row (at the last one's time) counts the rest.
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from lab.collectors.bpftrace_parse import parse_bpftrace
 from lab.collectors.packets_pcap import Packet, read_pcap
+from lab.collectors.perf_header import sample_window
 from lab.collectors.strace_parse import (
     ADDRESS_CALLS,
     client_calls,
@@ -32,6 +34,7 @@ from lab.model import ScenarioResult
 from lab.run.timeline import MONOTONIC, REALTIME, Sighting, Timeline
 from lab.sandbox.jail import JAIL_EXECS
 
+PERF_DATA = "perf.data"
 #: rows kept of each (source, event) per invocation before the rest are counted
 KEPT = 20
 #: characters of a system call's arguments kept in its row
@@ -161,6 +164,24 @@ def packet_sightings(data: bytes) -> list[Sighting]:
     return bounded(rows)
 
 
+def perf_sightings(path: Path) -> list[Sighting]:
+    """perf's sample window: its first and last sample, when perf stamped them on the time
+    base (``-k mono``); perf's own clock (``perf_clock``) cannot be placed, so nothing."""
+    window = sample_window(path)
+    if window is None or window.clock != "CLOCK_MONOTONIC":
+        return []
+    clock = "perf.data sample time (-k mono: CLOCK_MONOTONIC, ns)"
+    span = {"window_ns": window.last_ns - window.first_ns}
+    return [
+        Sighting(
+            "perf", "first-sample", MONOTONIC, window.first_ns, str(window.first_ns), clock, span
+        ),
+        Sighting(
+            "perf", "last-sample", MONOTONIC, window.last_ns, str(window.last_ns), clock, span
+        ),
+    ]
+
+
 def invocation_sightings(
     run_dir: Path,
     artifacts: dict[str, list[str]],
@@ -178,6 +199,9 @@ def invocation_sightings(
         if "/inv" in rel and rel.endswith("bpftrace.txt"):
             text = (run_dir / rel).read_text(encoding="utf-8", errors="replace")
             yield from bpftrace_sightings(text)
+    for rel in artifacts.get("perf", []):
+        if rel.endswith(PERF_DATA):
+            yield from perf_sightings(run_dir / rel)
     for rel in artifacts.get("packets", []):
         if "/inv" in rel and rel.endswith(".pcap"):
             yield from packet_sightings((run_dir / rel).read_bytes())

@@ -35,7 +35,7 @@ SOURCES = {
 @pytest.fixture(scope="module")
 def run(client: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[RunOutcome, Path]:
     observers = check(mount=True).observers
-    for name in ("strace", "bpftrace", "packets"):
+    for name in ("strace", "bpftrace", "perf", "packets"):
         require(name, observers[name].available, observers[name].reason)
     out = tmp_path_factory.mktemp("timeline")
     os.environ.pop("LAB_SIGNING_KEY", None)
@@ -75,6 +75,20 @@ def test_every_row_on_one_named_time_base(run: tuple[RunOutcome, Path]) -> None:
         assert {"scenario", "repetition", "pass", "invocation"} <= row.keys(), row
     found = {r["source"] for r in rows}
     assert {"client", "runner", "receiver", "verifier", "strace", "bpftrace", "packets"} <= found
+    assert "perf" in found
+
+
+def test_perf_sample_window_lies_inside_its_invocation(run: tuple[RunOutcome, Path]) -> None:
+    _, run_dir = run
+    for index in (1, 2):
+        rows = [
+            r for r in rows_of(run_dir) if r.get("pass") == "perf" and r.get("invocation") == index
+        ]
+        start = _first(rows, "runner", "client-start")["t_ns"]
+        first = _first(rows, "perf", "first-sample")["t_ns"]
+        last = _first(rows, "perf", "last-sample")["t_ns"]
+        exited = _first(rows, "client", "exit")["t_ns"]
+        assert start < first <= last < exited
 
 
 def _first(rows: list[dict[str, Any]], source: str, event: str) -> dict[str, Any]:
