@@ -247,7 +247,7 @@ def _evaluate(
         packets=request.packets,
         scenario_results=scenario_results,
         client=cand_dir / "candidate-client",
-        timeline=run_dir / "timeline.jsonl",
+        run_dir=run_dir,
     )
     result.evaluation = evaluation
     result.shard = None if part is None else part.record

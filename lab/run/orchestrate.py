@@ -34,6 +34,7 @@ from lab.run.options import check_count, check_run_options
 from lab.run.plan import Plan
 from lab.run.runner import Runner
 from lab.run.timeline import read_time_base
+from lab.run.tool_facts import observer_detail
 from lab.sandbox import Sandbox, SandboxSettings
 from lab.schemas import RESULTS_SCHEMA_FILE, schema_bytes, validate_results
 from lab.workloads.backup import calibration, contract, scenario
@@ -234,15 +235,16 @@ def make_result(
     packets: str,
     scenario_results: list[Any],
     client: Path,
-    timeline: Path | None = None,
+    run_dir: Path | None = None,
 ) -> RunResult:
-    """``timeline``: the ``timeline.jsonl`` whose time base ``environment.time_base`` names."""
+    """``run_dir``: where the run's evidence is (its ``timeline.jsonl`` names the time base
+    ``environment.time_base`` repeats; the tools' stderr files hold their warnings)."""
     statuses = {
         name: ObserverStatus(
             available=status.available,
             reason=status.reason,
             detail={
-                **status.detail,
+                **observer_detail(name, status.detail, scenario_results, run_dir),
                 "used": name in prepared.passes
                 or (name == "packets" and packets != "off" and status.available),
             },
@@ -260,8 +262,8 @@ def make_result(
     )
     result.environment["doctor_actions"] = list(prepared.actions)
     result.environment["sandbox"] = dict(prepared.sandbox_record)
-    if timeline is not None:
-        result.environment["time_base"] = read_time_base(timeline)
+    if run_dir is not None:
+        result.environment["time_base"] = read_time_base(run_dir / "timeline.jsonl")
     result.aggregate = aggregate.aggregate(scenario_results)
     if prepared.signer is not None:
         result.signing = prepared.signer.describe()
@@ -391,7 +393,7 @@ def _make_run_result(
         packets=request.packets,
         scenario_results=scenario_results,
         client=client,
-        timeline=run_dir / "timeline.jsonl",
+        run_dir=run_dir,
     )
 
 

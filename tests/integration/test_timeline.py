@@ -1,12 +1,15 @@
 """One timeline on a real run: every row on CLOCK_MONOTONIC, sorted, each source's own
 timestamp kept beside it and traceable to its raw file, and the order of one invocation
 as every observer saw it: client start < its first syscall < its SYN < the receiver's
-accept < its claim < the verifier's check."""
+accept < its claim < the verifier's check. And every figure from its own pass: the figures
+report.md prints (each pass's decoy port, the capture's interface, the probes bpftrace
+attached, the tools' warnings, packet counts) against results.json and the raw files."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +44,7 @@ def run(client: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[RunOutc
     os.environ.pop("LAB_SIGNING_KEY", None)
     outcome = execute(
         RunRequest(
-            names=["baseline"],
+            names=["baseline", "unexpected-egress"],
             collector="all",
             packets="required",
             out=out,
@@ -138,7 +141,7 @@ def test_each_sources_own_time_is_kept_and_traceable(run: tuple[RunOutcome, Path
     _, packets = read_pcap((base / "none" / "inv1" / "capture.pcap").read_bytes())
     stamps = {f"{p.ts:.6f}" for p in packets}
     for row in rows[1:]:
-        inv1 = row.get("invocation") == 1
+        inv1 = row.get("invocation") == 1 and row.get("scenario") == "baseline"
         if row["source"] == "strace" and inv1 and row["pass"] == "strace":
             assert f" {row['source_time']} {row['call']}(" in strace_text
             assert row["t_ns"] == int(row["source_time"].replace(".", "")) * 1000 - row["offset_ns"]
@@ -149,3 +152,66 @@ def test_each_sources_own_time_is_kept_and_traceable(run: tuple[RunOutcome, Path
         if row["source"] == "packets" and inv1 and row["pass"] == "none":
             assert row["source_time"] in stamps
             assert "offset_ns" in row
+
+
+def _report(run_dir: Path) -> str:
+    return (run_dir / "report.md").read_text(encoding="utf-8")
+
+
+def test_c3_reason_names_each_pass_with_its_own_decoy(run: tuple[RunOutcome, Path]) -> None:
+    outcome, run_dir = run
+    egress = next(s for s in outcome.result.scenarios if s.name == "unexpected-egress")
+    reason = egress.verdicts["C3"].reason
+    report = _report(run_dir)
+    assert reason in report
+    addresses = set()
+    for p in egress.passes:
+        raw = (run_dir / "unexpected-egress" / "r1" / p.collector / "decoy.jsonl").read_text()
+        listening = json.loads(raw.splitlines()[0])
+        assert listening["event"] == "listening" and listening["address"] == p.decoy_address
+        # that pass's own decoy, named with that pass
+        said = next(part for part in reason.split("; ") if p.decoy_address in part)
+        assert p.collector in said.rpartition("(pass: ")[2], (p.collector, said)
+        addresses.add(p.decoy_address)
+    assert len(addresses) == len(egress.passes)  # each pass had its own decoy
+
+
+def _detail(row: str) -> dict[str, str]:
+    """The observers table's detail cell, ``key: value; key: value``, as a dict."""
+    cell = row.split(" | ")[2]
+    return dict(item.split(": ", 1) for item in re.split(r"; (?=\w+: )", cell))
+
+
+def test_observers_say_what_each_tool_really_did(run: tuple[RunOutcome, Path]) -> None:
+    outcome, run_dir = run
+    report = _report(run_dir)
+    packets = outcome.result.observers["packets"].detail
+    for stderr in run_dir.glob("*/r1/*/tcpdump.stderr.txt"):
+        assert "listening on any," in stderr.read_text()
+    assert packets["interface"] == ["any"]
+    bpf = outcome.result.observers["bpftrace"].detail
+    session = next(run_dir.glob("sessions/bpftrace-*"))
+    said = re.search(r"^Attaching (\d+) probes", (session / "bpftrace.txt").read_text(), re.M)
+    assert said is not None and bpf["attached_probes"] == [int(said.group(1))]
+    packets_row = next(line for line in report.splitlines() if line.startswith("| packets |"))
+    bpf_row = next(line for line in report.splitlines() if line.startswith("| bpftrace |"))
+    assert _detail(packets_row)["interface"] == "any"
+    assert _detail(packets_row)["probe_interface"] == "lo"  # doctor's probe, named as such
+    assert _detail(bpf_row)["attached_probes"] == said.group(1)
+    stderr = (session / "bpftrace.stderr.txt").read_text()
+    memlock = [line for line in stderr.splitlines() if "RLIMIT_MEMLOCK" in line]
+    warned = [w for w in bpf["warnings"] if "RLIMIT_MEMLOCK" in w]
+    assert len(warned) == len(memlock)
+    if memlock:
+        assert "RLIMIT_MEMLOCK" in bpf_row
+
+
+def test_packet_counts_match_each_invocations_capture(run: tuple[RunOutcome, Path]) -> None:
+    outcome, run_dir = run
+    for s in outcome.result.scenarios:
+        for p in s.passes:
+            for inv in p.invocations:
+                pcap = run_dir / s.name / "r1" / p.collector / f"inv{inv.index}" / "capture.pcap"
+                _, packets = read_pcap(pcap.read_bytes())
+                summary = inv.observed.to_dict()["packets"]
+                assert summary["packets"] == len(packets), (s.name, p.collector, inv.index)
