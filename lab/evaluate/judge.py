@@ -241,7 +241,7 @@ def _evaluate(
             )
     result: RunResult = make_result(
         run_id=run_id,
-        started=epoch_to_rfc3339(started_epoch),
+        started=epoch_to_rfc3339(started_epoch, "microseconds"),
         options=request.options("evaluate", [s.name for s in conditions]),
         prepared=prepared,
         packets=request.packets,

@@ -14,8 +14,11 @@ def now_rfc3339() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
-def epoch_to_rfc3339(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+def epoch_to_rfc3339(epoch: float, timespec: str = "seconds") -> str:
+    """``timespec="microseconds"``: the precision of :func:`now_rfc3339`, for a pair of
+    times (a run's start and finish) that must share one."""
+    stamp = datetime.fromtimestamp(epoch, UTC).isoformat(timespec=timespec)
+    return stamp.replace("+00:00", "Z")
 
 
 def source_date_epoch(default: float | None = None) -> int:

@@ -48,6 +48,11 @@ VERSION_COMMANDS: dict[str, list[str]] = {
     "bpftrace": ["bpftrace", "--version"],
     "perf": ["perf", "--version"],
     "tcpdump": ["tcpdump", "--version"],
+    # what builds and links the client (docs/build-type.md): compilers, make, OpenSSL
+    "gcc": ["gcc", "--version"],
+    "cc": ["cc", "--version"],
+    "make": ["make", "--version"],
+    "openssl": ["openssl", "version"],
 }
 
 

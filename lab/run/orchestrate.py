@@ -379,7 +379,8 @@ def _make_run_result(
 ) -> RunResult:
     return make_result(
         run_id=run_id,
-        started=epoch_to_rfc3339(started_epoch),
+        # the finish is now_rfc3339() (microseconds): the start at the same precision
+        started=epoch_to_rfc3339(started_epoch, "microseconds"),
         options={
             "scenarios": [s.name for s in chosen],
             "collector": request.collector,
