@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 
 from lab.collectors.base import CollectorOutput, InvocationContext, ProcessCollector
 from lab.errors import ToolMissingError
+from lab.host.capabilities import effective_capabilities
 from lab.host.procs import Completed, require_tool, run
 from lab.model import ObserverStatus
 from lab.model.observed import PerfSummary, PerfSymbol
@@ -57,10 +58,8 @@ REPORT_TIMEOUT_S = 600.0
 #: events. The last is time, not evidence: perf's side-band thread, which records BPF
 #: program loads to symbolise samples in JIT-compiled BPF code, polls with a one-second
 #: timeout and holds every ``perf record`` open about 1 s after its command exits (measured:
-#: 1.11 s → 0.16 s for ``/bin/true``). The client runs unprivileged in the sandbox and cannot
-#: load a BPF program, so no sample of it can land in one.
-#: ``-k mono --timestamp-boundary``: samples stamped on CLOCK_MONOTONIC (the timeline's time
-#: base) and the sample window kept in perf.data's header (lab.collectors.perf_header)
+#: 1.11 s → 0.16 s for ``/bin/true``): the client cannot load BPF, so no sample lands in one.
+#: ``-k mono --timestamp-boundary``: samples on the timeline's clock, window in the header
 RECORD_OPTIONS = ("-q", "-N", "--no-bpf-event", "-k", "mono", "--timestamp-boundary")
 
 REPORT_FILE = "perf-report.txt"
@@ -362,8 +361,6 @@ def read_paranoid(path: Path = PARANOID_PATH) -> int | None:
 
 
 def _privileged() -> bool:
-    from lab.host.doctor import effective_capabilities  # doctor imports collectors lazily
-
     caps = effective_capabilities()
     return os.geteuid() == 0 or "CAP_PERFMON" in caps or "CAP_SYS_ADMIN" in caps
 
