@@ -17,7 +17,7 @@ import pytest
 
 from lab.collectors.packets_pcap import read_pcap
 from lab.host.doctor import check
-from lab.run.orchestrate import RunOutcome, RunRequest, execute
+from lab.pipeline import RunOutcome, RunRequest, execute
 from tests.conftest import require
 
 pytestmark = pytest.mark.integration
