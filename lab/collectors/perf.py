@@ -58,9 +58,9 @@ REPORT_TIMEOUT_S = 600.0
 #: events. The last is time, not evidence: perf's side-band thread, which records BPF
 #: program loads to symbolise samples in JIT-compiled BPF code, polls with a one-second
 #: timeout and holds every ``perf record`` open about 1 s after its command exits (measured:
-#: 1.11 s → 0.16 s for ``/bin/true``). The client runs unprivileged in the sandbox and cannot
-#: load a BPF program, so no sample of it can land in one.
-RECORD_OPTIONS = ("-q", "-N", "--no-bpf-event")
+#: 1.11 s → 0.16 s for ``/bin/true``): the client cannot load BPF, so no sample lands in one.
+#: ``-k mono --timestamp-boundary``: samples on the timeline's clock, window in the header
+RECORD_OPTIONS = ("-q", "-N", "--no-bpf-event", "-k", "mono", "--timestamp-boundary")
 
 REPORT_FILE = "perf-report.txt"
 STATS_FILE = "perf-stats.txt"

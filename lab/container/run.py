@@ -24,7 +24,7 @@ from lab.container.engine import Context, Engine, ensure_engine, follow, write_j
 from lab.container.image import ensure_image, git_revision
 from lab.errors import ContainerError, UsageError
 from lab.host import capabilities, procs
-from lab.host.identity import builder_id, git_repository
+from lab.host.identity import builder_id, git_dirty, git_repository
 
 #: where the repository's artifacts directory appears inside the container
 CONTAINER_ARTIFACTS = "/lab/artifacts"
@@ -215,6 +215,9 @@ def container_options(
     commit = git_revision(ctx)
     if commit:
         env["LAB_GIT_COMMIT"] = commit
+    dirty = git_dirty(ctx.root)
+    if dirty is not None:  # the container has no .git: the host's working-tree state
+        env["LAB_GIT_DIRTY"] = "1" if dirty else "0"
     repository = git_repository()  # the provenance's source URI (CI names it; else none)
     if repository:
         env["LAB_GIT_REPOSITORY"] = repository

@@ -244,12 +244,13 @@ def _evaluate(
             )
     result: RunResult = make_result(
         run_id=run_id,
-        started=epoch_to_rfc3339(started_epoch),
+        started=epoch_to_rfc3339(started_epoch, "microseconds"),
         options=request.options("evaluate", [s.name for s in conditions]),
         prepared=prepared,
         packets=request.packets,
         scenario_results=scenario_results,
         client=cand_dir / "candidate-client",
+        run_dir=run_dir,
     )
     result.evaluation = evaluation
     result.shard = None if part is None else part.record

@@ -33,6 +33,7 @@ from lab.evidence.checks import (
 )
 from lab.evidence.forms import other_form_checks, results_schema_check
 from lab.evidence.scan import Limits, scan_archive, scan_directory
+from lab.evidence.sidecar import sidecar_checks
 
 
 def verify_archive(
@@ -80,6 +81,8 @@ def inspect_archive(
     results_schema_check(report, files, listed)
     other_form_checks(report, scan, key, listed)
     provenance_checks(report, scan, key, files, listed)
+    if not directory:
+        sidecar_checks(report, path, key)  # <archive>.sha256 and .sha256.sig, when beside it
     if report.ephemeral:
         report.warnings.append(EPHEMERAL_WARNING)
     return report

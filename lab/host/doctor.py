@@ -35,7 +35,14 @@ from lab.registry import COLLECTOR_NAMES, COLLECTORS, collector
 #: module does not hide the others (and collectors may import from here without a cycle)
 _COLLECTOR_CLASSES: dict[str, tuple[str, str]] = {c.name: (c.module, c.cls) for c in COLLECTORS}
 #: tool -> argv whose first output line is its version
-VERSION_COMMANDS: dict[str, list[str]] = {c.tool: list(c.version_argv) for c in COLLECTORS}
+VERSION_COMMANDS: dict[str, list[str]] = {
+    **{c.tool: list(c.version_argv) for c in COLLECTORS},
+    # what builds and links the client (docs/build-type.md): compilers, make, OpenSSL
+    "gcc": ["gcc", "--version"],
+    "cc": ["cc", "--version"],
+    "make": ["make", "--version"],
+    "openssl": ["openssl", "version"],
+}
 
 
 @dataclass(frozen=True)

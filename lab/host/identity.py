@@ -46,13 +46,31 @@ def git_repository(env: dict[str, str] | None = None) -> str | None:
     return _named(env, "LAB_GIT_REPOSITORY", "GITHUB_REPOSITORY")
 
 
+#: builder ids for where the lab ran when no workflow names itself more precisely
+KUBERNETES_BUILDER_ID = "urn:execution-evidence-lab:builder:kubernetes:v1"
+CI_BUILDER_ID = "urn:execution-evidence-lab:builder:ci:v1"
+
+
 def builder_id(env: dict[str, str] | None = None) -> str | None:
-    """Who ran the lab, as the provenance's ``builder.id``, when the builder says so:
-    ``LAB_BUILDER_ID``, or GitHub Actions' workflow (``GITHUB_SERVER_URL`` +
-    ``GITHUB_WORKFLOW_REF``: ``https://github.com/o/r/.github/workflows/publish.yml@refs/
-    tags/v1``, the form SLSA's GitHub builders use). ``None`` on a developer's machine: the
-    statement then names the local builder, which no one but its owner vouches for."""
-    return _named(env, "LAB_BUILDER_ID", "GITHUB_WORKFLOW_REF")
+    """Who ran the lab, as the provenance's ``builder.id``, from where it ran:
+    ``LAB_BUILDER_ID`` when the builder names itself; GitHub Actions' workflow
+    (``GITHUB_SERVER_URL`` + ``GITHUB_WORKFLOW_REF``: ``https://github.com/o/r/.github/
+    workflows/publish.yml@refs/tags/v1``, the form SLSA's GitHub builders use); GitLab CI's
+    pipeline (``CI_PIPELINE_URL``); a Kubernetes pod (``KUBERNETES_SERVICE_HOST``, the
+    Indexed Job), :data:`KUBERNETES_BUILDER_ID`; another CI (``CI`` set true),
+    :data:`CI_BUILDER_ID`. ``None`` on a developer's machine: the statement then names the
+    local builder, which no one but its owner vouches for."""
+    env = dict(os.environ) if env is None else env
+    named = _named(env, "LAB_BUILDER_ID", "GITHUB_WORKFLOW_REF")
+    if named is not None:
+        return named
+    if env.get("GITLAB_CI") and env.get("CI_PIPELINE_URL"):
+        return env["CI_PIPELINE_URL"]
+    if env.get("KUBERNETES_SERVICE_HOST"):
+        return KUBERNETES_BUILDER_ID
+    if env.get("CI", "").lower() in ("true", "1", "yes"):
+        return CI_BUILDER_ID
+    return None
 
 
 def _named(env: dict[str, str] | None, own: str, github_path: str) -> str | None:
@@ -65,6 +83,12 @@ def _named(env: dict[str, str] | None, own: str, github_path: str) -> str | None
 
 
 def git_dirty(repo: Path) -> bool | None:
+    """Whether the working tree differs from the commit (tracked files): ``LAB_GIT_DIRTY``
+    (``1``/``0``) inside the container, where the host's ``git status`` was read; else
+    ``git status``; ``None`` when neither is available."""
+    flag = os.environ.get("LAB_GIT_DIRTY")
+    if flag in ("0", "1"):
+        return flag == "1"
     if procs.which("git") is None or not (repo / ".git").exists():
         return None
     try:
@@ -103,6 +127,8 @@ def environment(repo: Path, client: Path, facts: dict[str, Any]) -> dict[str, An
     """The run's identity; ``facts`` are doctor's (CPU model, tool versions)."""
     uname = platform.uname()
     tool_versions = {k: v for k, v in facts.get("tool_versions", {}).items() if v}
+    # the interpreter running the lab (docs/build-type.md lists Python among the tools)
+    tool_versions.setdefault("python", f"Python {platform.python_version()}")
     return {
         "git_commit": git_commit(repo),
         "git_dirty": git_dirty(repo),

@@ -140,7 +140,7 @@ def execute(request: RunRequest, *, say: Callable[[str], None]) -> RunOutcome:
         scenario_results = run_plan(plan, run_dir, prepared, say)
         stage = "while the results were judged and written"
         result = _make_run_result(
-            request, chosen, run_id, started_epoch, prepared, scenario_results, client
+            request, chosen, run_id, started_epoch, prepared, scenario_results, client, run_dir
         )
         result.shard = shard_record
         overlapped = sum(p.concurrent for s in scenario_results for p in s.passes)
@@ -157,7 +157,7 @@ def execute(request: RunRequest, *, say: Callable[[str], None]) -> RunOutcome:
         if result is None:
             with contextlib.suppress(Exception):  # the passes' records, however few
                 result = _make_run_result(
-                    request, chosen, run_id, started_epoch, prepared, [], client
+                    request, chosen, run_id, started_epoch, prepared, [], client, run_dir
                 )
                 result.shard = shard_record
         raise mark_interrupted(
@@ -185,10 +185,12 @@ def _make_run_result(
     prepared: Setup,
     scenario_results: list[ScenarioResult],
     client: Path,
+    run_dir: Path,
 ) -> RunResult:
     return make_result(
         run_id=run_id,
-        started=epoch_to_rfc3339(started_epoch),
+        # the finish is now_rfc3339() (microseconds): the start at the same precision
+        started=epoch_to_rfc3339(started_epoch, "microseconds"),
         options={
             "scenarios": [s.name for s in chosen],
             "collector": request.collector,
@@ -202,6 +204,7 @@ def _make_run_result(
         packets=request.packets,
         scenario_results=scenario_results,
         client=client,
+        run_dir=run_dir,
     )
 
 

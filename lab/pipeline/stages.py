@@ -32,6 +32,8 @@ from lab.model import ObserverStatus, RunResult, ScenarioResult
 from lab.registry import CAPTURE, COLLECTOR_NAMES, PROCESS_COLLECTORS
 from lab.run.plan import Plan
 from lab.run.runner import Runner
+from lab.run.timeline import read_time_base
+from lab.run.tool_facts import observer_detail
 from lab.sandbox import Sandbox, SandboxSettings
 from lab.schemas import RESULTS_SCHEMA_FILE, schema_bytes, validate_results
 from lab.workloads import workload
@@ -215,13 +217,16 @@ def make_result(
     packets: str,
     scenario_results: list[Any],
     client: Path,
+    run_dir: Path | None = None,
 ) -> RunResult:
+    """``run_dir``: where the run's evidence is (its ``timeline.jsonl`` names the time base
+    ``environment.time_base`` repeats; the tools' stderr files hold their warnings)."""
     statuses = {
         name: ObserverStatus(
             available=status.available,
             reason=status.reason,
             detail={
-                **status.detail,
+                **observer_detail(name, status.detail, scenario_results, run_dir),
                 "used": name in prepared.passes
                 or (name == CAPTURE and packets != "off" and status.available),
             },
@@ -239,6 +244,8 @@ def make_result(
     )
     result.environment["doctor_actions"] = list(prepared.actions)
     result.environment["sandbox"] = dict(prepared.sandbox_record)
+    if run_dir is not None:
+        result.environment["time_base"] = read_time_base(run_dir / "timeline.jsonl")
     result.aggregate = aggregate.aggregate(scenario_results)
     if prepared.signer is not None:
         result.signing = prepared.signer.describe()

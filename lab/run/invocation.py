@@ -93,6 +93,21 @@ def parse_claim(stdout: bytes, outcome: Outcome) -> ClientClaim:
     )
 
 
+def claim_lines(outcome: Outcome) -> list[tuple[int, int, dict[str, Any]]]:
+    """The client's event lines with the time the lab read each one (CLOCK_MONOTONIC ns):
+    (line number from 0, time, the event). Bounded like the stream's timed lines."""
+    found: list[tuple[int, int, dict[str, Any]]] = []
+    timed = outcome.stdout.line_times if outcome.stdout is not None else ()
+    for number, read_ns, raw in timed:
+        try:
+            obj = json.loads(raw.decode("utf-8", "replace"))
+        except (json.JSONDecodeError, RecursionError):
+            continue
+        if isinstance(obj, dict):
+            found.append((number, read_ns, obj))
+    return found
+
+
 def sandbox_record(outcome: Outcome, cell: Any, index: int) -> SandboxRecord:
     group = cell.group(index)
     return SandboxRecord(

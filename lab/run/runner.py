@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -37,7 +36,7 @@ from lab.collectors.base import (
 )
 from lab.errors import ClientError, CollectorError, LabError
 from lab.host import procs
-from lab.host.clock import epoch_to_rfc3339, now_rfc3339
+from lab.host.clock import now_rfc3339
 from lab.model import (
     Invocation,
     ObserverStatus,
@@ -47,6 +46,7 @@ from lab.model import (
 from lab.run import phases
 from lab.run.hostcell import HostCell
 from lab.run.invocation import (
+    claim_lines,
     client_argv,
     current_source_digest,
     parse_claim,
@@ -56,6 +56,8 @@ from lab.run.invocation import (
 from lab.run.phases import SharedSlot
 from lab.run.plan import Plan
 from lab.run.schedule import Cancelled, run_ordered
+from lab.run.timeline import Timeline, client_rows, endpoint_rows
+from lab.run.timeline_sources import add_observed
 from lab.sandbox import Reservation, Sandbox
 from lab.workloads.backup import backup_check, fixture, receiver
 from lab.workloads.backup.decoy import Decoy
@@ -87,13 +89,7 @@ class Runner:
         #: set when the run is stopping (an error or an interrupt while passes overlap):
         #: no pass or invocation starts after it
         self.cancelled = threading.Event()
-        self._timeline_lock = threading.Lock()
-        # Several runners may share a run directory (an evaluation's instrument check, then
-        # the candidate): keep what an earlier one wrote.
-        self._timeline: list[dict[str, Any]] = []
-        if self.timeline_path.exists():
-            text = self.timeline_path.read_text(encoding="utf-8")
-            self._timeline = [json.loads(line) for line in text.splitlines() if line.strip()]
+        self.timeline = Timeline(self.timeline_path)
 
     def __enter__(self) -> Runner:
         return self
@@ -110,15 +106,8 @@ class Runner:
 
     # -- timeline --------------------------------------------------------------------------
 
-    def event(self, source: str, clock: str, ts: str, **fields: Any) -> None:
-        self._timeline.append({"ts": ts, "clock": clock, "source": source, **fields})
-
     def flush_timeline(self) -> None:
-        with self._timeline_lock:
-            rows = sorted(self._timeline, key=lambda r: (r["ts"], r["source"]))
-            with open(self.timeline_path, "w", encoding="utf-8") as fh:
-                for row in rows:
-                    fh.write(json.dumps(row, sort_keys=True) + "\n")
+        self.timeline.flush()
 
     # -- execution -------------------------------------------------------------------------
 
@@ -167,6 +156,7 @@ class Runner:
         result.error = next(
             (p.error for p in result.passes if p.error and p.collector == "none"), None
         )
+        add_observed(self.timeline, self.run_dir, result)
         self.flush_timeline()
 
     def run_scenario(self, scenario: Scenario, rep: int) -> ScenarioResult:
@@ -365,11 +355,7 @@ class Runner:
                         break
             rx.invocation = decoy.invocation = 0
             self.attach_outputs(p, sessions)
-        for rec in rx.records + decoy.records:
-            if rec["event"] in ("connect", "request", "answer", "decision", "payload", "preloaded"):
-                fields = {k: v for k, v in rec.items() if k not in ("ts", "clock", "source")}
-                clock = f"realtime ({rec['source']} thread)"
-                self.event(rec["source"], clock, rec["ts"], **labels, **fields)
+        endpoint_rows(self.timeline, rx.records + decoy.records, labels)
         return p
 
     @contextlib.contextmanager
@@ -480,13 +466,13 @@ class Runner:
         )
         argv = client_argv(self.plan, scenario, cell.client, cell.source, addresses)
         window.start = time.time()
-        self.event(
+        self.timeline.add(
             "runner",
-            "realtime (lab)",
-            epoch_to_rfc3339(window.start),
+            "client-start",
+            time.monotonic_ns(),
             **labels,
             invocation=index,
-            event="client-start",
+            source_time=now_rfc3339(),
         )
         outcome = cell.run(
             index,
@@ -497,7 +483,7 @@ class Runner:
             stderr=inv_dir / "client.stderr",
             purpose=f"client invocation {index} ({labels['scenario']}, pass {p.collector})",
         )
-        exited_at = now_rfc3339()
+        exited_ns = time.monotonic_ns()
         ctx.client_pid = outcome.main_pid
         if outcome.sandbox_error is not None:
             raise ClientError(f"invocation {index}: {outcome.sandbox_error}")
@@ -516,20 +502,22 @@ class Runner:
                     p.error or f"{tracer.name} failed in invocation {index}: {tracer_out.error}"
                 )
         claim = parse_claim((inv_dir / "client.stdout").read_bytes(), outcome)
-        for ev in claim.events:
-            self.event("client", "realtime at client exit (lab)", exited_at, **labels,
-                       invocation=index, claim=ev)  # fmt: skip
-        self.event("client", "realtime at client exit (lab)", exited_at, **labels,
-                   invocation=index, event="exit", exit_status=claim.exit_status,
-                   timed_out=claim.timed_out)  # fmt: skip
+        client_rows(self.timeline, claim_lines(outcome), exited_ns, claim, labels, index)
         check = backup_check.verify(
             backup=rx.store_dir / receiver.BACKUP_NAME,
             fixture_sha256=current_source_digest(p, index),
             source=cell.source,
             receiver_digest=rx.saved_digest,
         )
-        self.event("verifier", "realtime (lab)", check.checked_at, **labels, invocation=index,
-                   event="check", **check.to_dict())  # fmt: skip
+        self.timeline.add(
+            "verifier",
+            "check",
+            time.monotonic_ns(),
+            **labels,
+            invocation=index,
+            source_time=check.checked_at,
+            **check.to_dict(),
+        )
         inv = Invocation(
             index=index,
             claim=claim,

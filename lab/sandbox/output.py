@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import os
 import threading
+import time
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,13 @@ MARKER_PREFIX = b"\xe2\x80\xa6lab: "
 DEFAULT_HEAD = 1 << 20
 DEFAULT_TAIL = 1 << 20
 _CHUNK = 64 * 1024
+#: lines whose arrival time is kept: the first and the last this many
+LINES_TIMED = 100
+#: bytes of each timed line kept with its time
+LINE_KEPT = 1024
+
+#: (line number from 0, CLOCK_MONOTONIC ns when the lab read it, its first bytes)
+TimedLine = tuple[int, int, bytes]
 
 
 @dataclass(frozen=True)
@@ -40,6 +49,9 @@ class StreamRecord:
     kept_bytes: int
     omitted_bytes: int
     omitted_lines: int
+    #: when the lab read each of the first and the last LINES_TIMED lines (not in
+    #: results.json: the timeline holds them)
+    line_times: tuple[TimedLine, ...] = field(default=(), compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -71,6 +83,9 @@ class CappedStream:
         self._tail = bytearray()
         self.total_bytes = 0
         self.total_lines = 0
+        self._line = bytearray()
+        self._timed_head: list[TimedLine] = []
+        self._timed_tail: deque[TimedLine] = deque(maxlen=LINES_TIMED)
         self._thread = threading.Thread(target=self._drain, name=f"output {path.name}", daemon=True)
 
     def start(self) -> None:
@@ -87,9 +102,27 @@ class CappedStream:
                     break
                 if not chunk:
                     break
+                self._time_lines(chunk, time.monotonic_ns())
                 self._take(chunk)
         finally:
             os.close(self.fd)
+
+    def _time_lines(self, chunk: bytes, now: int) -> None:
+        """Stamp every line this chunk completes with the time it was read (bounded: the
+        first and the last LINES_TIMED lines are kept)."""
+        pieces = chunk.split(b"\n")
+        complete = len(pieces) - 1
+        number = self.total_lines
+        for i, piece in enumerate(pieces[:-1]):
+            head_full = len(self._timed_head) >= LINES_TIMED
+            if head_full and i < complete - LINES_TIMED:
+                self._line.clear()
+                continue  # an earlier line of a flood: only the last ones can be kept
+            self._line += piece[: max(0, LINE_KEPT - len(self._line))]
+            line = (number + i, now, bytes(self._line))
+            (self._timed_tail.append if head_full else self._timed_head.append)(line)
+            self._line.clear()
+        self._line += pieces[-1][: max(0, LINE_KEPT - len(self._line))]
 
     def _take(self, chunk: bytes) -> None:
         if self.echo is not None:
@@ -139,4 +172,5 @@ class CappedStream:
             kept_bytes=len(head) + len(tail),
             omitted_bytes=max(0, omitted),
             omitted_lines=omitted_lines,
+            line_times=(*self._timed_head, *self._timed_tail),
         )

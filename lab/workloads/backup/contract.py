@@ -365,13 +365,16 @@ def merge(per_pass: list[tuple[str, PassVerdict]], expected: Outcome | None) -> 
     for wanted in ("fail", "pass", "not-exercised"):
         hits = [(name, v) for name, v in per_pass if v.outcome == wanted]
         if hits:
-            names = ", ".join(name for name, _ in hits)
-            v = hits[0][1]
+            # each pass's reason names that pass's own endpoints (every pass has its own
+            # receiver and decoy): passes that say the same thing are named together
+            said: dict[str, list[str]] = {}
+            for name, v in hits:
+                said.setdefault(v.reason, []).append(name)
             return Verdict(
                 expected=expected,
-                observed=v.outcome,
+                observed=hits[0][1].outcome,
                 evidence=evidence,
-                reason=f"{v.reason} (pass: {names})",
+                reason="; ".join(f"{r} (pass: {', '.join(n)})" for r, n in said.items()),
             )
     reasons = "; ".join(f"{name}: {v.reason}" for name, v in per_pass) or "no pass ran"
     return Verdict(expected=expected, observed="not-observed", evidence=evidence, reason=reasons)

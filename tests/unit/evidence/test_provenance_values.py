@@ -207,3 +207,32 @@ def test_no_identifier_names_a_host_the_project_does_not_serve() -> None:
         if d["name"] == "client"
     )
     assert "uri" not in client and client["annotations"] == {"path": "backup-client"}
+
+
+def test_builder_id_says_where_the_lab_ran() -> None:
+    gitlab = {"GITLAB_CI": "true", "CI": "true", "CI_PIPELINE_URL": "https://gl.example/p/-/1"}
+    assert identity.builder_id(gitlab) == "https://gl.example/p/-/1"
+    pod = {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}
+    assert identity.builder_id(pod) == identity.KUBERNETES_BUILDER_ID
+    assert identity.builder_id({**pod, "LAB_BUILDER_ID": "urn:x:job"}) == "urn:x:job"
+    assert identity.builder_id({"CI": "true"}) == identity.CI_BUILDER_ID
+    assert identity.builder_id({"CI": "false"}) is None
+
+
+def test_dirty_comes_from_the_host_inside_the_container(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("LAB_GIT_DIRTY", "1")
+    assert identity.git_dirty(tmp_path) is True  # no .git here: the host said so
+    monkeypatch.setenv("LAB_GIT_DIRTY", "0")
+    assert identity.git_dirty(tmp_path) is False
+    monkeypatch.delenv("LAB_GIT_DIRTY")
+    assert identity.git_dirty(tmp_path) is None
+
+
+def test_tool_versions_name_the_compilers_openssl_and_python() -> None:
+    from lab.host.doctor import VERSION_COMMANDS
+
+    assert {"gcc", "cc", "make", "openssl"} <= VERSION_COMMANDS.keys()
+    env = identity.environment(Path("."), Path("/nonexistent"), {"tool_versions": {}})
+    assert env["tool_versions"]["python"].startswith("Python 3.")

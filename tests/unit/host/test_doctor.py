@@ -123,6 +123,10 @@ def test_missing_tools_name_their_packages(monkeypatch: pytest.MonkeyPatch, tmp_
         "bpftrace": None,
         "perf": None,
         "tcpdump": None,
+        "gcc": None,
+        "cc": None,
+        "make": None,
+        "openssl": None,
     }
 
 

@@ -285,3 +285,18 @@ def test_merge_prefers_pass_then_not_exercised_then_not_observed() -> None:
     )
     ok = contract.PassVerdict("pass", ["receiver"], "fine")
     assert contract.merge([("none", n_e), ("strace", ok)], None).observed == "pass"
+
+
+def test_merged_reason_names_each_pass_with_its_own_endpoints() -> None:
+    per_pass = [
+        ("none", contract.PassVerdict("fail", ["decoy"], "the decoy at 127.0.0.1:1001 ...")),
+        ("strace", contract.PassVerdict("fail", ["decoy"], "the decoy at 127.0.0.1:2002 ...")),
+        ("perf", contract.PassVerdict("fail", ["decoy"], "the decoy at 127.0.0.1:1001 ...")),
+        ("bpftrace", contract.PassVerdict("pass", ["decoy"], "only the receiver ...")),
+    ]
+    merged = contract.merge(per_pass, "fail")
+    assert merged.observed == "fail"
+    assert merged.reason == (
+        "the decoy at 127.0.0.1:1001 ... (pass: none, perf); "
+        "the decoy at 127.0.0.1:2002 ... (pass: strace)"
+    )
