@@ -16,7 +16,7 @@ from pathlib import Path
 
 from lab import __version__
 from lab.errors import LabError
-from lab.run.orchestrate import COLLECTOR_CHOICES, PACKET_CHOICES, SANDBOX_CHOICES
+from lab.pipeline import COLLECTOR_CHOICES, PACKET_CHOICES, SANDBOX_CHOICES
 from lab.run.shard import ShardSpec
 from lab.workloads.backup.fixture import DEFAULT_SIZE
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lab import resources
 from lab.campaign import workspace
 from lab.campaign.agent import MOUNTED, agent_argv, run_agent, sandboxed_make
 from lab.campaign.outcome import after_judging, before_judging, speed_met
@@ -42,8 +43,7 @@ from lab.host.clock import epoch_to_rfc3339
 from lab.model import RunResult, ScenarioResult
 from lab.model.campaign import AgentRecord, CampaignRecord, Outcome, PatchRecord, RepetitionRecord
 from lab.model.evaluation import Evaluation, EvaluationLimits, FrozenEvaluation
-from lab.run.options import check_client
-from lab.run.orchestrate import (
+from lab.pipeline import (
     REPO,
     Setup,
     finish,
@@ -52,6 +52,7 @@ from lab.run.orchestrate import (
     open_run,
     setup,
 )
+from lab.run.options import check_client
 from lab.run.shard import check_run_id
 from lab.sandbox import cell_dirs
 from lab.workloads.backup import scenario
@@ -80,10 +81,10 @@ def execute(
         raise CampaignError("--agent-cmd is empty; give the command that runs the agent.")
     if not request.local and not identity.in_lab_image():
         return _in_image(request)
-    check_client(REPO / "native" / "backup-client")
+    check_client(resources.native_client())
     ev = settings.evaluation
-    conditions = scenario.select(REPO / "scenarios" / "candidate", [], True)
-    calibration = scenario.select(REPO / "scenarios", list(CALIBRATION_SCENARIOS), False)
+    conditions = scenario.select(resources.scenarios_dir() / "candidate", [], True)
+    calibration = scenario.select(resources.scenarios_dir(), list(CALIBRATION_SCENARIOS), False)
     limits = EvaluationLimits(
         invocation_timeout_s=ev.timeout_s,
         build_timeout_s=BUILD_TIMEOUT_S,
@@ -190,7 +191,7 @@ class _Campaign:
         requires (a speed-up task: it passes; a bug-fix task: it fails)."""
         ev = self.settings.evaluation
         self.say(f"Baseline: the unchanged client must {self.task.baseline_must} the contract")
-        client = REPO / "native" / "backup-client"
+        client = resources.native_client()
         record = Evaluation(frozen=self.frozen, candidate=native_record(), status="fail")
         base_dir = self.run_dir / "baseline"
         base_dir.mkdir()
@@ -343,14 +344,16 @@ class _Campaign:
         failed = {c: w for c, w in failed_clauses(results).items() if c in self.task.clauses}
         metric = "first_backup_wall" if speed is None else speed.metric
         ratio = (judged.timing.ratio or {}).get(metric) if judged.timing else None
-        outcome, why = after_judging(agent, failed, speed, ratio)
+        bar = (judged.timing.ratio_interval or {}).get(metric) if judged.timing else None
+        outcome, why = after_judging(agent, failed, speed, ratio, bar)
         return done(
             outcome,
             why,
             failed=failed,
             evaluation=judged,
             timing_ratio=ratio,
-            speed_met=speed_met(speed, ratio),
+            timing_ratio_interval=bar,
+            speed_met=speed_met(speed, ratio, bar),
         )
 
     def _finish(
@@ -377,7 +380,7 @@ class _Campaign:
             prepared=self.prepared,
             packets=ev.packets,
             scenario_results=scenario_results,
-            client=REPO / "native" / "backup-client",
+            client=resources.native_client(),
         )
         result.campaign = record
         result.shard = None if self.part is None else self.part.record

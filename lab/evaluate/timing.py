@@ -4,6 +4,7 @@ ratio. Timing is measured with no tracer attached; traced runs are for diagnosis
     timing = alternate({"baseline": base, "candidate": cand}, rounds=20, size=524_288,
                        workdir=tmp, log=log, sandbox=sandbox)
     timing.ratio["first_backup_wall"]       # candidate median / baseline median (stored)
+    timing.ratio_interval["first_backup_wall"]  # its 95 % interval (lab.evaluate.interval)
 
 With ``sandbox`` (what ``lab evaluate`` does), every round runs in a sandbox cell of its
 own, exactly as a judged pass does: a candidate is never run outside the sandbox, timed or
@@ -17,6 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from lab.evaluate import interval
 from lab.host import procs
 from lab.judge.aggregate import spread
 from lab.model.evaluation import ClientTiming, Timing
@@ -91,6 +93,31 @@ def _sandboxed_round(
 METRICS = ("first_backup_wall", "first_backup_cpu", "unchanged_wall", "unchanged_cpu")
 
 
+#: the speed-goal metric a client's own work decides: (candidate − floor) ÷ (baseline − floor)
+#: of the first backup's wall medians, the instrument floor's share taken out of both
+ABOVE_FLOOR = "first_backup_wall_above_floor"
+
+
+def _above_floor(
+    rows: dict[str, list[dict[str, Any]]],
+    spreads: dict[str, ClientTiming],
+    seed: str,
+    ratio: dict[str, float | None],
+    bars: dict[str, list[float] | None],
+) -> None:
+    """``ratio[ABOVE_FLOOR]`` and its interval: undefined (None) when the baseline's median
+    is not above the floor's (no client share to compare)."""
+    medians = [spreads[n].spreads["first_backup_wall"] for n in ("baseline", "candidate", "floor")]
+    base, cand, floor = (None if m is None else m.median for m in medians)
+    if base is None or cand is None or floor is None or base <= floor:
+        ratio[ABOVE_FLOOR], bars[ABOVE_FLOOR] = None, None
+        return
+    ratio[ABOVE_FLOOR] = round((cand - floor) / (base - floor), 4)
+    walls = [[r["first_backup_wall"] for r in rows[n]] for n in ("baseline", "candidate", "floor")]
+    bar = interval.above_floor_interval(*walls, seed=f"{seed}:{ABOVE_FLOOR}")
+    bars[ABOVE_FLOOR] = None if bar is None else list(bar)
+
+
 def alternate(
     clients: dict[str, Path],
     *,
@@ -129,15 +156,25 @@ def alternate(
             nonzero_exits=sum(1 for r in runs for k in r if k.endswith("_exit") and r[k]),
         )
     ratio: dict[str, float | None] | None = None
+    bars: dict[str, list[float] | None] | None = None
     if "baseline" in rows and "candidate" in rows:
-        ratio = {}
+        ratio, bars = {}, {}
         for metric in METRICS:
             base = spreads["baseline"].spreads[metric]
             cand = spreads["candidate"].spreads[metric]
             if base is None or cand is None or base.median <= 0:
                 ratio[metric] = None  # undefined, shown as N/A
-            else:
-                ratio[metric] = round(cand.median / base.median, 4)
+                bars[metric] = None
+                continue
+            ratio[metric] = round(cand.median / base.median, 4)
+            bar = interval.ratio_interval(
+                [r[metric] for r in rows["baseline"]],
+                [r[metric] for r in rows["candidate"]],
+                seed=f"{seed}:{metric}",
+            )
+            bars[metric] = None if bar is None else list(bar)
+        if "floor" in rows:
+            _above_floor(rows, spreads, seed, ratio, bars)
     return Timing(
         rounds=rounds,
         size=size,
@@ -154,5 +191,7 @@ def alternate(
         ),
         clients=spreads,
         ratio=ratio,
+        ratio_interval=bars,
+        interval_method=None if bars is None else interval.METHOD,
         floor=floor,
     )

@@ -11,10 +11,12 @@ judged repetition): ``lab.model`` imports it.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from lab.model.evaluation import Evaluation
+from lab.model.read import mapping, required
 
 Outcome = Literal["met", "failed", "build-failed", "no-change", "timed-out", "agent-crashed"]
 OUTCOMES: tuple[Outcome, ...] = (
@@ -157,6 +159,9 @@ class RepetitionRecord:
     evaluation: Evaluation | None = None
     #: candidate median / baseline median of the task's speed metric (or first backup wall)
     timing_ratio: float | None = None
+    #: the ratio's 95 % interval [low, high] (``lab.evaluate.interval``); the speed goal is
+    #: met only when all of it is under the goal
+    timing_ratio_interval: list[float] | None = None
     speed_met: bool | None = None
 
     @property
@@ -172,6 +177,7 @@ class RepetitionRecord:
             "duration_s": self.duration_s,
             "patch_sha256": None if self.patch is None else self.patch.sha256,
             "timing_ratio": self.timing_ratio,
+            "timing_ratio_interval": self.timing_ratio_interval,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -186,6 +192,46 @@ class RepetitionRecord:
             "speed_met": self.speed_met,
             "evaluation": None if self.evaluation is None else self.evaluation.to_dict(),
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RepetitionRecord:
+        """One agent run of a campaign (``campaign.repetitions[]``)."""
+        agent, patch, evaluation = data["agent"], data.get("patch"), data.get("evaluation")
+        return cls(
+            index=int(data["index"]),
+            outcome=cast(Outcome, data["outcome"]),
+            reason=str(data["reason"]),
+            failed_clauses={
+                str(c): str(w) for c, w in (data.get("failed_clauses_why") or {}).items()
+            },
+            baseline_commit=str(data["baseline_commit"]),
+            agent=AgentRecord(
+                exit_status=agent.get("exit_status"),
+                timed_out=bool(agent["timed_out"]),
+                duration_s=float(agent["duration_s"]),
+                lingering_count=int(agent["lingering_count"]),
+                contained=bool(agent["contained"]),
+                sandbox_error=agent.get("sandbox_error"),
+                stdout_bytes=int(agent["stdout_bytes"]),
+                stderr_bytes=int(agent["stderr_bytes"]),
+            ),
+            patch=None
+            if patch is None
+            else PatchRecord(
+                sha256=str(patch["sha256"]),
+                bytes=int(patch["bytes"]),
+                files_changed=tuple(patch["files_changed"]),
+                outside_native=tuple(patch["outside_native"]),
+                native_empty=bool(patch["native_empty"]),
+                final_commit=patch.get("final_commit"),
+                bundle_sha256=patch.get("bundle_sha256"),
+                problem=patch.get("problem"),
+            ),
+            evaluation=None if evaluation is None else Evaluation.from_dict(evaluation),
+            timing_ratio=data.get("timing_ratio"),
+            timing_ratio_interval=data.get("timing_ratio_interval"),
+            speed_met=data.get("speed_met"),
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -276,3 +322,26 @@ class CampaignRecord:
             "evidence": [{"item": item, "where": where} for item, where in EVIDENCE],
             "not_proven": list(NOT_PROVEN),
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CampaignRecord:
+        """``results.json`` → ``campaign``; what ``to_dict`` derives (met, outcomes,
+        clauses, durations, the evidence map) is derived again."""
+        agent = mapping(required(data, "agent", "campaign"), "campaign.agent")
+        return cls(
+            task=dict(data["task"]),
+            agent_command=str(agent["command"]),
+            agent_files={str(k): str(v) for k, v in (agent.get("files") or {}).items()},
+            agent_network=str(agent["network"]),
+            agent_env=tuple(agent.get("environment") or ()),
+            budget_s=float(agent["budget_s"]),
+            requested=int(data["requested"]),
+            required=int(data["required"]),
+            evaluation_id=str(data["evaluation_id"]),
+            evaluation_options=dict(data["evaluation_options"]),
+            instrument_check=dict(data["instrument_check"]),
+            baseline=dict(data["baseline"]),
+            repetitions=[
+                RepetitionRecord.from_dict(mapping(r, "repetition")) for r in data["repetitions"]
+            ],
+        )

@@ -123,6 +123,9 @@ def test_repetitions_and_evaluation(repeated_run: RunResult) -> None:
     assert "| unchanged second run, CPU | 8.8 ms (8.3 ms - 9.7 ms) | not recorded | N/A |" in (
         evaluation
     )
+    # every ratio carries its 95 % interval, and the note names how it was computed
+    assert "| 0.77x - 0.89x |" in evaluation and "| 0.25x - 0.31x |" in evaluation
+    assert "Ratio interval: paired percentile bootstrap over the alternated rounds" in evaluation
     assert "| C2 | " in evaluation and "reliability 4/5" in evaluation
     # diagnostics are kept apart from timings, and a missing collector is not a zero
     assert "| contract | 1 | 2 | not observed | not observed | 1 | 8.3 ms | strace |" in evaluation
