@@ -45,7 +45,7 @@ _DURATION = re.compile(r"\s+<(?P<secs>\d+\.\d+)>$")
 # What follows the last ") = ": a number, or "?", optionally a decoded descriptor, an errno
 # name and a parenthesised comment ("= -1 ENOENT (No such file or directory)").
 _RESULT = re.compile(
-    r"^(?P<ret>-?\d+|0x[0-9a-fA-F]+|\?)(?P<deco><.*>)?(?:\s+(?P<errno>E[A-Z0-9]+))?"
+    r"^(?P<ret>-?\d+|0x[0-9a-fA-F]+|\?)(?:<(?P<deco>.*)>)?(?:\s+(?P<errno>E[A-Z0-9]+))?"
     r"(?:\s+<unavailable>)?(?:\s+\(.*\))?$"
 )
 # With --pidns-translation, a pid the traced process sees in its own PID namespace (the
@@ -186,8 +186,7 @@ class Syscall:
     ret: int | None
     errno: str | None
     duration_s: float | None
-    #: the result's ``-yy`` decoration (``= 3</real/path>``: the path the kernel opened)
-    decoded: str | None = None
+    decoded: str | None = None  # the result's -yy decoration: "= 3</path>" -> "/path"
 
 
 @dataclass
@@ -268,9 +267,7 @@ def _number(raw: str) -> int:
     return int(raw, 0)
 
 
-def _result(
-    tail: str,
-) -> tuple[str, int | None, str | None, float | None, str | None] | None:
+def _result(tail: str) -> tuple[str, int | None, str | None, float | None, str | None] | None:
     """Split ``"args) = ret<deco> ... <dur>"`` into (args, ret, errno, duration, deco)."""
     duration = None
     m = _DURATION.search(tail)
@@ -283,8 +280,7 @@ def _result(
         if r is not None:
             raw = r.group("ret")
             ret = None if raw == "?" else _number(raw)
-            deco = r.group("deco")
-            return tail[: eq.start()], ret, r.group("errno"), duration, deco and deco[1:-1]
+            return tail[: eq.start()], ret, r.group("errno"), duration, r.group("deco")
     return None
 
 
@@ -348,8 +344,7 @@ def iter_syscalls(text: str) -> tuple[list[Syscall], StraceTally]:
             # "exit(0) = ?" has a result; a call cut off by the end of the trace has none
             summary.unparsed_lines += 1
             continue
-        args, ret, errno, duration, decoded = parsed
-        calls.append(Syscall(pid, ts, name, args, ret, errno, duration, decoded))
+        calls.append(Syscall(pid, ts, name, *parsed))
     # calls that never resumed (the process died inside them) still happened
     for pid, (name, rest, ts) in pending.items():
         calls.append(Syscall(pid, ts, name, rest, None, None, None))

@@ -25,8 +25,8 @@ from lab.host import identity, procs
 from lab.host.clock import epoch_to_rfc3339
 from lab.model import RunResult
 from lab.model.task import TaskEvaluation
-from lab.reports.task import evaluation_lines
 from lab.pipeline import Setup, make_result, new_run_id, open_run, setup
+from lab.reports.task import evaluation_lines
 from lab.run.shard import check_run_id
 from lab.workloads.calibrate import Calibration, calibrate, load_expected
 from lab.workloads.evidence import write_task_run
