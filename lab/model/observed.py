@@ -21,6 +21,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from lab.model.fields import (
+    count_map,
+    optional_float,
+    optional_int,
+    required_float,
+    required_int,
+    str_tuple,
+)
+from lab.model.observed_packets import PacketFlow, PacketSummary
+
 __all__ = [
     "BPFTRACE_COUNTERS",
     "DESCRIPTOR_KEYS",
@@ -37,41 +47,6 @@ __all__ = [
 
 #: strace figures that need ``-yy``'s decoded descriptors to be known at all
 DESCRIPTOR_KEYS = ("source_bytes_read", "source_reads", "source_mmaps", "sent_bytes")
-
-
-def _int(data: Mapping[str, Any], key: str) -> int:
-    value = data[key]
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"observed '{key}' is not an integer: {value!r}")
-    return value
-
-
-def _opt_int(data: Mapping[str, Any], key: str) -> int | None:
-    return None if data.get(key) is None else _int(data, key)
-
-
-def _opt_float(data: Mapping[str, Any], key: str) -> float | None:
-    value = data.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"observed '{key}' is not a number: {value!r}")
-    return float(value) if isinstance(value, float) else value
-
-
-def _float(data: Mapping[str, Any], key: str) -> float:
-    value = _opt_float(data, key)
-    if value is None:
-        raise ValueError(f"observed '{key}' is missing")
-    return value
-
-
-def _strs(data: Mapping[str, Any], key: str) -> tuple[str, ...]:
-    return tuple(str(v) for v in data.get(key) or ())
-
-
-def _counts(data: Mapping[str, Any], key: str) -> dict[str, int]:
-    return {str(k): int(v) for k, v in (data.get(key) or {}).items()}
 
 
 @dataclass(frozen=True)
@@ -132,19 +107,19 @@ class StraceSummary:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> StraceSummary:
         return cls(
-            connects=_int(data, "connects"),
-            destinations=_strs(data, "destinations"),
-            syscalls=_int(data, "syscalls"),
-            processes=_int(data, "processes"),
-            exit_status=_opt_int(data, "exit_status"),
-            killed_by_signal=_opt_int(data, "killed_by_signal"),
-            unparsed_lines=_int(data, "unparsed_lines"),
-            undecodable=_strs(data, "undecodable"),
-            sandbox_syscalls=_int(data, "sandbox_syscalls"),
-            source_bytes_read=_opt_int(data, "source_bytes_read"),
-            source_reads=_opt_int(data, "source_reads"),
-            source_mmaps=_opt_int(data, "source_mmaps"),
-            sent_bytes=_opt_int(data, "sent_bytes"),
+            connects=required_int(data, "connects"),
+            destinations=str_tuple(data, "destinations"),
+            syscalls=required_int(data, "syscalls"),
+            processes=required_int(data, "processes"),
+            exit_status=optional_int(data, "exit_status"),
+            killed_by_signal=optional_int(data, "killed_by_signal"),
+            unparsed_lines=required_int(data, "unparsed_lines"),
+            undecodable=str_tuple(data, "undecodable"),
+            sandbox_syscalls=required_int(data, "sandbox_syscalls"),
+            source_bytes_read=optional_int(data, "source_bytes_read"),
+            source_reads=optional_int(data, "source_reads"),
+            source_mmaps=optional_int(data, "source_mmaps"),
+            sent_bytes=optional_int(data, "sent_bytes"),
             unobserved={str(k): str(v) for k, v in (data.get("unobserved") or {}).items()},
         )
 
@@ -226,19 +201,19 @@ class BpftraceSummary:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> BpftraceSummary:
         return cls(
-            **{key: _opt_int(data, key) for key in BPFTRACE_COUNTERS},
-            destinations=_strs(data, "destinations"),
+            **{key: optional_int(data, key) for key in BPFTRACE_COUNTERS},
+            destinations=str_tuple(data, "destinations"),
             maps={str(k): str(v) for k, v in (data.get("maps") or {}).items()},
-            absent_symbols=_strs(data, "absent_symbols"),
-            unprinted_maps=_strs(data, "unprinted_maps"),
-            function_entries=_counts(data, "function_entries"),
-            uring_ops=_counts(data, "uring_ops"),
-            undecodable=_strs(data, "undecodable"),
-            attached_probes=_opt_int(data, "attached_probes"),
-            lost_events=_int(data, "lost_events"),
+            absent_symbols=str_tuple(data, "absent_symbols"),
+            unprinted_maps=str_tuple(data, "unprinted_maps"),
+            function_entries=count_map(data, "function_entries"),
+            uring_ops=count_map(data, "uring_ops"),
+            undecodable=str_tuple(data, "undecodable"),
+            attached_probes=optional_int(data, "attached_probes"),
+            lost_events=required_int(data, "lost_events"),
             events_complete=bool(data["events_complete"]),
-            cgroup_id=_opt_int(data, "cgroup_id"),
-            blind_spots=_strs(data, "blind_spots"),
+            cgroup_id=optional_int(data, "cgroup_id"),
+            blind_spots=str_tuple(data, "blind_spots"),
         )
 
 
@@ -264,8 +239,8 @@ class PerfSymbol:
         return cls(
             symbol=str(data["symbol"]),
             dso=str(data["dso"]),
-            inclusive_pct=_float(data, "inclusive_pct"),
-            self_pct=_float(data, "self_pct"),
+            inclusive_pct=required_float(data, "inclusive_pct"),
+            self_pct=required_float(data, "self_pct"),
         )
 
 
@@ -308,135 +283,19 @@ class PerfSummary:
         return cls(
             event=str(data["event"]),
             event_reason=str(data.get("event_reason", "")),
-            samples=_int(data, "samples"),
-            lost_samples=_int(data, "lost_samples"),
-            lost_chunks=_int(data, "lost_chunks"),
-            event_count=_opt_int(data, "event_count"),
+            samples=required_int(data, "samples"),
+            lost_samples=required_int(data, "lost_samples"),
+            lost_chunks=required_int(data, "lost_chunks"),
+            event_count=optional_int(data, "event_count"),
             top_symbols=tuple(PerfSymbol.from_dict(s) for s in data.get("top_symbols") or ()),
             top_client_symbol=None if symbol is None else str(symbol),
-            top_client_inclusive_pct=_opt_float(data, "top_client_inclusive_pct"),
-        )
-
-
-@dataclass(frozen=True)
-class PacketFlow:
-    """Packets and payload bytes one way on one port (``role``: receiver, decoy or other)."""
-
-    port: int
-    role: str
-    direction: str
-    packets: int
-    payload_bytes: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "port": self.port,
-            "role": self.role,
-            "direction": self.direction,
-            "packets": self.packets,
-            "payload_bytes": self.payload_bytes,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> PacketFlow:
-        return cls(
-            port=_int(data, "port"),
-            role=str(data["role"]),
-            direction=str(data["direction"]),
-            packets=_int(data, "packets"),
-            payload_bytes=_int(data, "payload_bytes"),
-        )
-
-
-@dataclass(frozen=True)
-class PacketSummary:
-    """One invocation's window of the capture (``lab.collectors.packets_pcap``), with
-    tcpdump's counters, which are per capture (``counters_scope``: a drop cannot be told
-    apart per invocation)."""
-
-    observer: ClassVar[str] = "packets"
-
-    packets: int = 0
-    payload_bytes_to_receiver: int = 0
-    payload_bytes_from_receiver: int = 0
-    payload_bytes_to_decoy: int = 0
-    payload_bytes_from_decoy: int = 0
-    connections_to_receiver: int = 0
-    connections_to_decoy: int = 0
-    #: TCP payload seen again (counted once in the figures above)
-    retransmitted_bytes: int = 0
-    flows: tuple[PacketFlow, ...] = ()
-    destinations: tuple[str, ...] = ()
-    first_packet_at: float | None = None
-    last_packet_at: float | None = None
-    captured: int | None = None
-    received_by_filter: int | None = None
-    dropped_by_kernel: int | None = None
-    dropped_by_interface: int = 0
-    counters_scope: str = "pass"
-    packets_outside_invocations: int = 0
-    link_type: int | None = None
-    interface: str | None = None
-    #: captured inside the pass's network namespace (False: on the host's loopback)
-    namespace: bool = False
-    filter: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "packets": self.packets,
-            "payload_bytes_to_receiver": self.payload_bytes_to_receiver,
-            "payload_bytes_from_receiver": self.payload_bytes_from_receiver,
-            "payload_bytes_to_decoy": self.payload_bytes_to_decoy,
-            "payload_bytes_from_decoy": self.payload_bytes_from_decoy,
-            "connections_to_receiver": self.connections_to_receiver,
-            "connections_to_decoy": self.connections_to_decoy,
-            "retransmitted_bytes": self.retransmitted_bytes,
-            "flows": [f.to_dict() for f in self.flows],
-            "destinations": list(self.destinations),
-            "first_packet_at": self.first_packet_at,
-            "last_packet_at": self.last_packet_at,
-            "captured": self.captured,
-            "received_by_filter": self.received_by_filter,
-            "dropped_by_kernel": self.dropped_by_kernel,
-            "dropped_by_interface": self.dropped_by_interface,
-            "counters_scope": self.counters_scope,
-            "packets_outside_invocations": self.packets_outside_invocations,
-            "link_type": self.link_type,
-            "interface": self.interface,
-            "namespace": self.namespace,
-            "filter": self.filter,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> PacketSummary:
-        interface, bpf = data.get("interface"), data.get("filter")
-        return cls(
-            packets=_int(data, "packets"),
-            payload_bytes_to_receiver=_int(data, "payload_bytes_to_receiver"),
-            payload_bytes_from_receiver=_int(data, "payload_bytes_from_receiver"),
-            payload_bytes_to_decoy=_int(data, "payload_bytes_to_decoy"),
-            payload_bytes_from_decoy=_int(data, "payload_bytes_from_decoy"),
-            connections_to_receiver=_int(data, "connections_to_receiver"),
-            connections_to_decoy=_int(data, "connections_to_decoy"),
-            retransmitted_bytes=_int(data, "retransmitted_bytes"),
-            flows=tuple(PacketFlow.from_dict(f) for f in data.get("flows") or ()),
-            destinations=_strs(data, "destinations"),
-            first_packet_at=_opt_float(data, "first_packet_at"),
-            last_packet_at=_opt_float(data, "last_packet_at"),
-            captured=_opt_int(data, "captured"),
-            received_by_filter=_opt_int(data, "received_by_filter"),
-            dropped_by_kernel=_opt_int(data, "dropped_by_kernel"),
-            dropped_by_interface=_int(data, "dropped_by_interface"),
-            counters_scope=str(data.get("counters_scope", "pass")),
-            packets_outside_invocations=_int(data, "packets_outside_invocations"),
-            link_type=_opt_int(data, "link_type"),
-            interface=None if interface is None else str(interface),
-            namespace=bool(data.get("namespace", False)),
-            filter=None if bpf is None else str(bpf),
+            top_client_inclusive_pct=optional_float(data, "top_client_inclusive_pct"),
         )
 
 
 ObserverSummary = StraceSummary | BpftraceSummary | PerfSummary | PacketSummary
+
+
 #: observer name -> its summary class, in report order
 SUMMARY_TYPES: dict[str, type[ObserverSummary]] = {
     t.observer: t for t in (StraceSummary, BpftraceSummary, PerfSummary, PacketSummary)
