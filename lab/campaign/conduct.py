@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lab import resources
 from lab.campaign import workspace
 from lab.campaign.agent import MOUNTED, agent_argv, cell_dirs, run_agent, sandboxed_make
 from lab.campaign.outcome import after_judging, before_judging, speed_met
@@ -79,10 +80,10 @@ def execute(
         raise CampaignError("--agent-cmd is empty; give the command that runs the agent.")
     if not request.local and not identity.in_lab_image():
         return _in_image(request)
-    check_client(REPO / "native" / "backup-client")
+    check_client(resources.native_client())
     ev = settings.evaluation
-    conditions = scenario.select(REPO / "scenarios" / "candidate", [], True)
-    calibration = scenario.select(REPO / "scenarios", list(CALIBRATION_SCENARIOS), False)
+    conditions = scenario.select(resources.scenarios_dir() / "candidate", [], True)
+    calibration = scenario.select(resources.scenarios_dir(), list(CALIBRATION_SCENARIOS), False)
     limits = EvaluationLimits(
         invocation_timeout_s=ev.timeout_s,
         build_timeout_s=BUILD_TIMEOUT_S,
@@ -189,7 +190,7 @@ class _Campaign:
         requires (a speed-up task: it passes; a bug-fix task: it fails)."""
         ev = self.settings.evaluation
         self.say(f"Baseline: the unchanged client must {self.task.baseline_must} the contract")
-        client = REPO / "native" / "backup-client"
+        client = resources.native_client()
         record = Evaluation(frozen=self.frozen, candidate=native_record(), status="fail")
         base_dir = self.run_dir / "baseline"
         base_dir.mkdir()
@@ -376,7 +377,7 @@ class _Campaign:
             prepared=self.prepared,
             packets=ev.packets,
             scenario_results=scenario_results,
-            client=REPO / "native" / "backup-client",
+            client=resources.native_client(),
         )
         result.campaign = record
         result.shard = None if self.part is None else self.part.record

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lab import __version__
+from lab import __version__, resources
 from lab.host.clock import epoch_to_rfc3339
 from lab.host.digest import sha256_file
 from lab.model import RunResult, ScenarioResult
@@ -82,7 +82,7 @@ class RunOutcome:
 
 
 def execute(request: RunRequest, *, say: Callable[[str], None]) -> RunOutcome:
-    client = request.client or REPO / "native" / "backup-client"
+    client = request.client or resources.native_client()
     check_run_options(
         repetitions=request.repetitions,
         size=request.size,
@@ -108,7 +108,7 @@ def execute(request: RunRequest, *, say: Callable[[str], None]) -> RunOutcome:
             "WARNING: --sandbox off: the client runs as this user, outside any sandbox; the "
             "clauses it could forge (C1, C3, C5, C6) cannot pass in this run."
         )
-    copy_inputs(run_dir, chosen, REPO / "probes")
+    copy_inputs(run_dir, chosen, resources.probes_dir())
     started_epoch = time.time()
     concurrency = schedule.decide(
         jobs,

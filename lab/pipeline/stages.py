@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from lab import __version__
+from lab import __version__, resources
 from lab.errors import CollectorError, LabError, UsageError
 from lab.host import identity
 from lab.host.clock import now_rfc3339
@@ -41,7 +41,8 @@ if TYPE_CHECKING:
     from lab.evidence.signing import Signer
     from lab.reports import ArchivedFile
 
-REPO = Path(__file__).resolve().parents[2]
+#: the directory holding the lab package (a checkout, or site-packages when installed)
+REPO = resources.package_root()
 COLLECTOR_CHOICES = ("none", *PROCESS_COLLECTORS, "all")
 PACKET_CHOICES = ("off", "best-effort", "required")
 SANDBOX_CHOICES = ("required", "off")

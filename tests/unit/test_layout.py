@@ -74,7 +74,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("leaves", ("lab", "lab.errors", "lab.registry", "lab.host.tools", "lab.host.clock",
                 "lab.host.digest", "lab.host.capabilities")),
     ("model", ("lab.model",)),
-    ("host", ("lab.host", "lab.schemas", "lab.container")),
+    ("host", ("lab.host", "lab.resources", "lab.schemas", "lab.container")),
     ("sandbox", ("lab.sandbox",)),
     ("observe", ("lab.collectors", "lab.host.doctor")),
     ("workloads", ("lab.workloads",)),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from lab import resources
 from lab.model import ScenarioResult
 from lab.workloads.backup import calibration, contract, scenario
 from lab.workloads.backup.fixture import DEFAULT_SIZE
@@ -19,7 +20,8 @@ class BackupWorkload:
     default_size = DEFAULT_SIZE
 
     def scenarios_dir(self, repo: Path) -> Path:
-        return repo / "scenarios"
+        # the checkout's scenarios/, or the installed copy (lab/resources.py)
+        return resources.scenarios_dir() if repo == resources.package_root() else repo / "scenarios"
 
     def select(
         self, directory: Path, names: list[str], everything: bool
