@@ -8,7 +8,8 @@ min/max, and the ratio of the second to the first) for:
 1. ``lab run --all --collector none --packets off`` (untraced; the whole run: passes,
    reports, signed archive);
 2. ``lab run --all --collector all --packets required`` (every observer);
-   (``--modes bpftrace``: ``--collector bpftrace --packets off``, bpftrace's session alone);
+   (``--modes bpftrace``: ``--collector bpftrace --packets off``, bpftrace's session alone;
+   ``--modes evaluate``: ``lab evaluate`` of a correct candidate with its defaults);
 3. from a traced run's results.json: the wall a bpftrace-traced invocation adds over the
    same invocation untraced (median over every invocation, ms).
 
@@ -44,13 +45,22 @@ MODES = {
     "traced run --all": ["--collector", "all", "--packets", "required"],
     # bpftrace alone: its once-per-pass session start and stop, isolated from the others
     "bpftrace run --all": ["--collector", "bpftrace", "--packets", "off"],
+    # lab evaluate with its defaults, of a correct candidate (the alternative client)
+    "evaluate correct": [
+        "evaluate",
+        "--local",
+        "--source-dir",
+        "tests/assets/candidates/alt-client",
+    ],
 }
 #: the modes measured unless --modes names others
 DEFAULT_MODES = ("untraced run --all", "traced run --all")
 #: issue 11's goals for the head side's median (seconds, or ms for the added wall)
+#: (issue 25: untraced 1.0 s, traced 12 s, a correct candidate's evaluation 20 s)
 GOALS: dict[str, tuple[str, float]] = {
-    "untraced run --all": ("<= 2.0 s", 2.0),
-    "traced run --all": ("<= 30 s", 30.0),
+    "untraced run --all": ("<= 1.0 s", 1.0),
+    "traced run --all": ("<= 12 s", 12.0),
+    "evaluate correct": ("<= 20 s", 20.0),
     "bpftrace added wall per invocation (ms), traced": ("<= 50 ms", 50.0),
     "bpftrace added wall per invocation (ms), bpftrace": ("<= 50 ms", 50.0),
 }
@@ -114,17 +124,24 @@ def checkout(rev: str, into: Path) -> Path:
 def one_run(tree: Path, mode: list[str], out: Path) -> tuple[float, Path]:
     """Wall seconds of one whole ``lab run --all`` in ``tree``, and its run directory."""
     out.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "lab", "run", "--all", *mode, "--out", str(out)],
-        cwd=tree,
-        capture_output=True,
-        text=True,
-    )
-    wall = time.perf_counter() - started
+    command = mode if mode[0] == "evaluate" else ["run", "--all", *mode]
+    for _attempt in range(30):
+        started = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-m", "lab", *command, "--out", str(out)],
+            cwd=tree,
+            capture_output=True,
+            text=True,
+        )
+        wall = time.perf_counter() - started
+        # on a shared machine another session's lab run may hold the client user: the
+        # sandbox refuses to start (nothing ran), so wait and run again
+        if done.returncode != 2 or "another lab run is active" not in done.stderr:
+            break
+        time.sleep(5)
     if done.returncode not in (0, 1):
         raise SystemExit(f"lab run in {tree} ended {done.returncode}: {done.stderr[-400:]}")
-    runs = sorted(p for p in out.iterdir() if p.is_dir() and p.name.startswith("run-"))
+    runs = sorted((p for p in out.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime)
     return wall, runs[-1]
 
 
@@ -166,8 +183,8 @@ def main() -> int:
     parser.add_argument(
         "--modes",
         default=",".join(m.split()[0] for m in DEFAULT_MODES),
-        help="which of untraced, traced, bpftrace to measure (comma-separated; default "
-        "untraced,traced)",
+        help="which of untraced, traced, bpftrace, evaluate to measure (comma-separated; "
+        "default untraced,traced)",
     )
     parser.add_argument("--json", type=Path, help="also write the table as JSON here")
     parser.add_argument("--base-args", default="", help="extra lab run arguments, base side")
@@ -214,7 +231,7 @@ def main() -> int:
                 b, h = row["base"]["median"], row["head"]["median"]
                 row["ratio_head_to_base"] = round(h / b, 3) if b and h else None
                 table[name] = row
-                if not name.startswith("untraced"):
+                if name.split()[0] in ("traced", "bpftrace"):
                     table[f"bpftrace added wall per invocation (ms), {name.split()[0]}"] = {
                         side: summary(v) for side, v in added.items()
                     }

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -20,8 +18,15 @@ from rich.console import Console
 from lab._parser import build_parser, completion_script
 from lab.errors import ArchiveError, LabError
 from lab.evaluate.request import EvaluationRequest
-from lab.model.evaluation import CandidateKind, Evaluation
+from lab.model.evaluation import CandidateKind
 from lab.pipeline import RunRequest, execute
+from lab.reports.console import (
+    print_archive,
+    print_campaign,
+    print_evaluation,
+    print_merge,
+    print_summary,
+)
 
 __all__ = ["build_parser", "main"]
 
@@ -56,8 +61,6 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
 
 
 def _print_run(args: argparse.Namespace, outcome: Any, human: Console) -> None:
-    from lab.reports.console import print_summary
-
     print_summary(outcome.result, human)
     human.print(f"Run directory: {outcome.run_dir}")
     if outcome.archive is not None:
@@ -69,58 +72,6 @@ def _print_run(args: argparse.Namespace, outcome: Any, human: Console) -> None:
             run_summary(outcome.result, run_dir=outcome.run_dir, archive=outcome.archive),
             schema="run-summary",
         )
-
-
-def print_archive(info: object, console: Console) -> None:
-    from lab.evidence.archive import ArchiveInfo
-
-    assert isinstance(info, ArchiveInfo)
-    rel = _rel(info.path)
-    console.print(f"Archive: {rel}")
-    console.print(f"SHA-256: {info.sha256}")
-    console.print(
-        f"Signed by key {info.key_id} (the key id minisign -V and lab verify print; public key "
-        "in lab.pub, and lab.pub.pem for openssl)",
-        highlight=False,
-        soft_wrap=True,
-    )
-    if info.ephemeral:
-        console.print(
-            "[yellow]Signed with an ephemeral key: integrity only, authenticity is not "
-            "established. Set LAB_SIGNING_KEY to sign with your key.[/]"
-        )
-    run_dir = _rel(info.run_dir)
-    pubkey = "" if info.ephemeral else " --pubkey YOUR-lab.pub"
-    console.print("Verify it with the lab:", highlight=False)
-    console.print(f"  python -m lab verify {rel}{pubkey}", highlight=False, soft_wrap=True)
-    console.print("Or with standard tools, in the unpacked run directory:", highlight=False)
-    for line in (
-        f"cd {run_dir}",
-        "signify-openbsd -C -p lab.pub -x SHA256SUMS.signify   # signed list + every file",
-        "signify-openbsd -V -p lab.pub -m SHA256SUMS           # or: the list's signature,",
-        "minisign -V -p lab.pub -m SHA256SUMS -x SHA256SUMS.sig  # (the same, with minisign)",
-        "sha256sum -c SHA256SUMS          # then every file (GNU coreutils, shasum -c)",
-        "sha256sum -c SHA256SUMS.gnu      # the same with busybox: GNU lines, listed in SHA256SUMS",
-    ):
-        console.print(f"  {line}", highlight=False, soft_wrap=True)
-    console.print(
-        "  (compare lab.pub with the key you trust: the embedded key alone proves integrity, "
-        "not authenticity)",
-        highlight=False,
-    )
-    console.print("Check the archive file itself, from its directory:", highlight=False)
-    console.print(
-        f"  cd {_rel(info.path.parent)} && sha256sum -c {info.checksum_file.name}",
-        highlight=False,
-        soft_wrap=True,
-    )
-
-
-def _rel(path: Path) -> str:
-    try:
-        return os.path.relpath(path, Path.cwd())
-    except ValueError:
-        return str(path)
 
 
 def _human(args: argparse.Namespace, console: Console) -> Console:
@@ -187,7 +138,6 @@ def cmd_verify(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_merge(args: argparse.Namespace, console: Console) -> int:
     from lab.merge.combine import MergeRequest, merge
-    from lab.reports.console import print_summary
 
     request = MergeRequest(
         archives=list(args.archives),
@@ -199,19 +149,7 @@ def cmd_merge(args: argparse.Namespace, console: Console) -> int:
     evaluation, campaign = outcome.result.evaluation, outcome.result.campaign
     if evaluation is None and campaign is None:
         print_summary(outcome.result, console)  # what 'lab run' prints
-    for shard in outcome.shards:
-        console.print(
-            f"shard {shard['index']}/{shard['count']}: {shard['archive']} "
-            f"sha256 {shard['sha256']} ({len(shard['units'])} units)",
-            highlight=False,
-        )
-    if evaluation is not None:
-        print_evaluation(evaluation, console)
-    if campaign is not None:
-        from lab.reports.campaign import campaign_lines
-
-        for line in campaign_lines(campaign):
-            console.print(line, highlight=False, markup=False)
+    print_merge(outcome.shards, evaluation, campaign, console)
     console.print(f"Run directory: {outcome.run_dir}")
     if outcome.archive is not None:
         print_archive(outcome.archive, console)
@@ -287,35 +225,6 @@ def cmd_completion(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def print_evaluation(evaluation: Evaluation, console: Console) -> None:
-    """The candidate's verified result: status, k/N per clause, the untraced timing ratio."""
-    console.print(
-        f"Evaluation {evaluation.evaluation_id}: [bold]{evaluation.status}[/]"
-        + (f" — {evaluation.status_reason}" if evaluation.status_reason else "")
-    )
-    for clause, row in (evaluation.clauses or {}).items():
-        console.print(
-            f"  {clause}: {row.passed}/{row.exercised} passed where exercised"
-            f" ({row.failed} fail, {row.not_observed} not observed,"
-            f" {row.not_exercised} of {row.total} not exercised)"
-        )
-    if evaluation.timing_skipped:
-        console.print(f"  timing: {evaluation.timing_skipped}")
-    ratio = evaluation.timing.ratio if evaluation.timing is not None else None
-    if ratio:
-        fb = ratio.get("first_backup_wall")
-        console.print(
-            f"  timing (untraced, median wall, first backup): candidate/baseline = "
-            f"{'N/A' if fb is None else f'{fb:.2f}×'}"
-        )
-    share = evaluation.timing.floor_share("first_backup_wall") if evaluation.timing else None
-    if share is not None:
-        console.print(
-            f"  instrument floor (a reference uploader timed the same way): {100.0 * share:.0f}%"
-            " of the baseline's first-backup wall"
-        )
-
-
 def cmd_campaign(args: argparse.Namespace, console: Console) -> int:
     from lab.campaign.conduct import execute as conduct
     from lab.campaign.task import CampaignRequest
@@ -349,10 +258,7 @@ def cmd_campaign(args: argparse.Namespace, console: Console) -> int:
         echo=lambda line: print(line, file=stream, flush=True),
     )
     if outcome.campaign is not None:
-        from lab.reports.campaign import campaign_lines
-
-        for line in campaign_lines(outcome.campaign):
-            human.print(line, highlight=False, markup=False)
+        print_campaign(outcome.campaign, human)
     if outcome.archive is not None:
         print_archive(outcome.archive, human)
     if args.json and outcome.document is not None:

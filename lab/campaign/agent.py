@@ -36,8 +36,9 @@ from pathlib import Path
 
 from lab.errors import CampaignError
 from lab.evaluate.candidate import MakeRunner
-from lab.sandbox import Outcome, Sandbox
+from lab.sandbox import Outcome, Sandbox, boxfs
 from lab.sandbox import netns as netns_mod
+from lab.sandbox.cgroup import opaque_name
 from lab.sandbox.jail import JailSpec, jail_argv, resolv_conf_text
 from lab.sandbox.supervise import supervise
 
@@ -129,9 +130,9 @@ def run_agent(
     label: str = "agent",
     env: tuple[tuple[str, str], ...] = (),
 ) -> Outcome:
-    """``label`` names the cgroup and the command log's entry (``agent``, or ``build`` when
-    the candidate's ``make`` runs here too)."""
-    group = sandbox.run_group.invocation(f"{label}-r{repetition}")
+    """``label`` names the command log's entry (``agent``, or ``build`` when the candidate's
+    ``make`` runs here too); the cgroup's name is opaque."""
+    group = sandbox.run_group.invocation(opaque_name())
     namespace: netns_mod.NetworkNamespace | None = None
     try:
         if network == "none":
@@ -192,7 +193,7 @@ def cell_dirs(scratch: Path, sandbox: Sandbox) -> tuple[Path, Path, Path]:
     box.chmod(0o755)
     for path in (home, tmp):
         path.mkdir(mode=0o700)
-        os.chown(path, sandbox.user.uid, sandbox.user.gid)
+        sandbox.bounded(path)  # a bounded tmpfs, as a client's (lab.sandbox.boxfs)
     return box, home, tmp
 
 
@@ -223,7 +224,7 @@ def sandboxed_make(sandbox: Sandbox, repetition: int, tree: Path) -> MakeRunner:
                 label="build",
             )
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            boxfs.remove_tree(scratch, log=sandbox.log)
         return (None if ran.timed_out else ran.exit_status), ran.timed_out
 
     return run

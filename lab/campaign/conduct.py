@@ -54,6 +54,7 @@ from lab.pipeline import (
 )
 from lab.run.options import check_client
 from lab.run.shard import check_run_id
+from lab.sandbox import SandboxSettings, boxfs
 from lab.workloads.backup import scenario
 
 
@@ -88,6 +89,8 @@ def execute(
         invocation_timeout_s=ev.timeout_s,
         build_timeout_s=BUILD_TIMEOUT_S,
         timing_runs=ev.timing_runs,
+        # every bound of the sandbox a judged or timed invocation runs in (time above)
+        sandbox=SandboxSettings().to_dict(),
     )
     frozen = freeze(conditions, size=ev.size, repetitions=ev.repetitions, limits=limits)
     # a shard's repetitions and ids are settled before anything is written or started
@@ -278,7 +281,7 @@ class _Campaign:
             )
             rep = self._judge(index, rep_dir, ws.baseline_commit, agent, patch, conditions)
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            boxfs.remove_tree(scratch, log=self.log)
         (rep_dir / "repetition.json").write_text(
             json.dumps(rep.to_dict(), indent=2, sort_keys=True) + "\n"
         )
@@ -343,14 +346,16 @@ class _Campaign:
         failed = {c: w for c, w in failed_clauses(results).items() if c in self.task.clauses}
         metric = "first_backup_wall" if speed is None else speed.metric
         ratio = (judged.timing.ratio or {}).get(metric) if judged.timing else None
-        outcome, why = after_judging(agent, failed, speed, ratio)
+        bar = (judged.timing.ratio_interval or {}).get(metric) if judged.timing else None
+        outcome, why = after_judging(agent, failed, speed, ratio, bar)
         return done(
             outcome,
             why,
             failed=failed,
             evaluation=judged,
             timing_ratio=ratio,
-            speed_met=speed_met(speed, ratio),
+            timing_ratio_interval=bar,
+            speed_met=speed_met(speed, ratio, bar),
         )
 
     def _finish(

@@ -2,7 +2,7 @@
 the verified result of the candidate, never the agent's own exit status or summary.
 
     before_judging(agent, patch, budget_s=1800)     # ("timed-out", why) or None: judge it
-    after_judging(agent, failed, speed, ratio)      # ("met" | "failed" | "agent-crashed", why)
+    after_judging(agent, failed, speed, ratio, interval)   # ("met" | "failed" | …, why)
 
 ``timed-out``: the budget ran out (the patch and bundle are kept, not judged).
 ``agent-crashed``: the sandbox failed, or the agent exited non-zero and its result does not
@@ -44,11 +44,33 @@ def before_judging(
     return None
 
 
-def speed_met(speed: SpeedGoal | None, ratio: float | None) -> bool | None:
-    """None without a speed goal; a goal without a ratio (not timed) is not met."""
+def speed_met(
+    speed: SpeedGoal | None, ratio: float | None, interval: list[float] | None
+) -> bool | None:
+    """None without a speed goal. A goal is met only when the ratio's whole 95 % interval
+    (``lab.evaluate.interval``) is at or under ``max_ratio``: a median ratio under the goal
+    whose interval reaches above it could be noise. A goal without a ratio or an interval
+    (not timed, or too few rounds for one) is not met."""
     if speed is None:
         return None
-    return ratio is not None and ratio <= speed.max_ratio
+    return ratio is not None and interval is not None and interval[1] <= speed.max_ratio
+
+
+def _speed_missed(speed: SpeedGoal, ratio: float | None, interval: list[float] | None) -> str:
+    if ratio is None:
+        return (
+            f"speed goal missed: {speed.metric} is N/A (not timed, or undefined: a share above "
+            f"the instrument floor needs a baseline above it), not ≤ {speed.max_ratio:g}×"
+        )
+    if interval is None:
+        return (
+            f"speed goal missed: {ratio:.2f}× has no 95 % interval (too few timing rounds), "
+            f"so it is not shown to be ≤ {speed.max_ratio:g}×"
+        )
+    return (
+        f"speed goal missed: {ratio:.2f}× (95 % interval {interval[0]:.2f}×–{interval[1]:.2f}×) "
+        f"is not wholly ≤ {speed.max_ratio:g}×"
+    )
 
 
 def after_judging(
@@ -56,16 +78,16 @@ def after_judging(
     failed: dict[str, str],
     speed: SpeedGoal | None,
     ratio: float | None,
+    interval: list[float] | None = None,
 ) -> tuple[Outcome, str]:
-    held = speed_met(speed, ratio)
+    held = speed_met(speed, ratio, interval)
     if not failed and held is not False:
         note = f" (the agent itself exited {agent.exit_status})" if crashed(agent) else ""
         goal = "" if speed is None else f" and {speed.describe()} held"
         return "met", f"every required clause passed in every evaluation repetition{goal}{note}"
     reasons = [f"{c}: {w}" for c, w in failed.items()]
     if speed is not None and held is False:
-        shown = "N/A" if ratio is None else f"{ratio:.2f}×"
-        reasons.append(f"speed goal missed: {shown} > {speed.max_ratio:g}×")
+        reasons.append(_speed_missed(speed, ratio, interval))
     why = "; ".join(reasons)
     if crashed(agent):
         return "agent-crashed", f"the agent exited {agent.exit_status}; its result: {why}"

@@ -27,8 +27,10 @@ AGENT_NETWORKS: tuple[AgentNetwork, ...] = ("host", "none")
 
 @dataclass(frozen=True, kw_only=True)
 class SpeedGoal:
-    """Candidate median / baseline median of an untraced metric must be at most
-    ``max_ratio`` (timed at ``size`` bytes when given, else the evaluation's size)."""
+    """Candidate median / baseline median of an untraced metric (for
+    ``first_backup_wall_above_floor``: of their shares above the instrument floor) must be at
+    most ``max_ratio``, its whole 95 % interval included (timed at ``size`` bytes when given,
+    else the evaluation's size)."""
 
     metric: str
     max_ratio: float
@@ -39,7 +41,10 @@ class SpeedGoal:
 
     def describe(self) -> str:
         at = f" at {self.size:,} bytes" if self.size else ""
-        return f"untraced {self.metric}{at} ≤ {self.max_ratio:g}× the baseline's (medians)"
+        return (
+            f"untraced {self.metric}{at} ≤ {self.max_ratio:g}× the baseline's (medians, the "
+            "whole 95 % interval)"
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -53,6 +53,7 @@ from lab.errors import CollectorError
 from lab.host import procs
 from lab.host.capabilities import CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, effective_mask
 from lab.model import ObserverStatus
+from lab.sandbox.jail import jail_programs
 
 SCRIPT_NAME = "bpftrace.bt"
 OUTPUT_NAME = "bpftrace.txt"
@@ -91,6 +92,9 @@ class BpftraceSession(SessionCollector):
         self._bg: procs.Background | None = None
         self._ctx: SessionContext | None = None
         self._rendered: RenderedScript | None = None
+        #: (dev_t, inode) of the files whose exec in a client's cgroup the uprobes cover;
+        #: None when the script has no exec probe (nothing to compare with)
+        self._watched: set[tuple[int, int]] | None = None
 
     @classmethod
     def probe(cls) -> ObserverStatus:
@@ -125,6 +129,15 @@ class BpftraceSession(SessionCollector):
         present = _symbols(binary, symbols, ctx.log)
         template = self.script.read_text(encoding="utf-8")
         self._rendered = render_script(template, binary, present, cgroup_filter(groups))
+        # the files whose exec is expected in a client's cgroup: the one the uprobes are
+        # attached to (every pass's box links it) and the jail's own steps
+        self._watched = None
+        if "sched_process_exec" in self._rendered.text:
+            self._watched = {
+                identity
+                for path in (binary, *jail_programs())
+                if (identity := kernel_identity(path)) is not None
+            }
         script.write_text(self._rendered.text, encoding="utf-8")
         tool = procs.require_tool("bpftrace")
         self._bg = procs.Background(
@@ -188,9 +201,20 @@ class BpftraceSession(SessionCollector):
             if error is not None:
                 outputs.append((window, CollectorOutput(self.name, None, artifacts, error=error)))
                 continue
-            summary = summarize(trace, session, counters, absent, window.cgroup_id)
+            summary = summarize(
+                trace, session, counters, absent, window.cgroup_id, watched=self._watched
+            )
             outputs.append((window, CollectorOutput(self.name, summary, artifacts)))
         return outputs
+
+
+def kernel_identity(path: str) -> tuple[int, int] | None:
+    """(dev_t as the kernel encodes it, inode) of ``path``, as the exec probe prints them."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (os.major(st.st_dev) << 20) | os.minor(st.st_dev), st.st_ino
 
 
 def attached_links(pid: int, proc: Path = Path("/proc")) -> int:

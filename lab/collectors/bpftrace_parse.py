@@ -15,7 +15,7 @@ invocation made of them. No I/O: the session (``lab.collectors.bpftrace``) reads
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from lab.collectors.bpftrace_script import UPROBE_COUNTERS
@@ -141,6 +141,23 @@ class InvocationTrace:
         except ValueError:
             return None
 
+    def execs(self) -> list[tuple[int, int, str]]:
+        """(kernel dev_t, inode, path as exec'd) of every program the cgroup started."""
+        found: list[tuple[int, int, str]] = []
+        for e in self.events:
+            dev, ino = e.fields.get("dev", ""), e.fields.get("ino", "")
+            if e.kind == "exec" and dev.isdigit() and ino.isdigit():
+                found.append((int(dev), int(ino), e.fields.get("path", "")))
+        return found
+
+    def unwatched(self, watched: Collection[tuple[int, int]]) -> list[str]:
+        """Paths of the programs the cgroup ran that are not a ``watched`` (dev_t, inode)."""
+        seen: list[str] = []
+        for dev, ino, path in self.execs():
+            if (dev, ino) not in watched and path not in seen:
+                seen.append(path)
+        return seen
+
     def uring_ops(self) -> dict[str, int]:
         ops: dict[str, int] = {}
         for name, value in self.maps.items():
@@ -236,6 +253,7 @@ def summarize(
     counters: Sequence[str],
     absent_symbols: Sequence[str],
     cgroup_id: int | None = None,
+    watched: Collection[tuple[int, int]] | None = None,
 ) -> BpftraceSummary:
     """The ``observed.bpftrace`` record of one invocation.
 
@@ -243,8 +261,23 @@ def summarize(
     for this cgroup belongs to probes that attached and never fired for it: an observed 0.
     A counter fed by a uprobe whose symbol the binary lacks is None (and its function
     listed in ``absent_symbols``), never reported as 0; so is one the script does not define.
+
+    ``watched``: the (kernel dev_t, inode) of the file the uprobes are attached to and of
+    the jail's own programs. When the cgroup ran another program (a copy of the client, a
+    memfd), a call to the functions in it was never seen: every uprobe counter is None, and
+    ``blind_spots`` says why.
     """
     absent_maps = {UPROBE_COUNTERS[s] for s in absent_symbols if s in UPROBE_COUNTERS}
+    blind: list[str] = []
+    if watched is not None:
+        unwatched = trace.unwatched(watched)
+        if unwatched:
+            shown = ", ".join(unwatched[:3]) + (", …" if len(unwatched) > 3 else "")
+            blind.append(
+                "per-function counts: the cgroup ran an executable the uprobes were not "
+                f"attached to ({shown})"
+            )
+            absent_maps |= set(UPROBE_COUNTERS.values())
     values: dict[str, int] = {}
     unprinted: list[str] = []
     for name, key in COUNTER_KEYS.items():
@@ -269,4 +302,5 @@ def summarize(
         # printf lines (destinations, entries) can be lost; the maps never are
         events_complete=session.lost_events == 0,
         cgroup_id=cgroup_id,
+        blind_spots=tuple(blind),
     )

@@ -68,7 +68,7 @@ class StraceCollector(ProcessCollector):
             lines = out.read_text(errors="replace").splitlines()
             detail["version"] = lines[0] if lines else None
             done = procs.run(
-                [path, "-f", "-o", "/dev/null", true],
+                [path, "-f", "--pidns-translation", "-o", "/dev/null", true],
                 purpose="strace capability probe",
                 stderr=err,
                 timeout=30,
@@ -90,6 +90,9 @@ class StraceCollector(ProcessCollector):
         return [
             procs.which("strace") or "strace",
             "-f",
+            # the client runs in a PID namespace of its own: clone(2) returns a pid of that
+            # namespace, and the parser follows the family by the tracer's (strace >= 5.9)
+            "--pidns-translation",
             "-ttt",
             "-T",
             "-yy",

@@ -48,6 +48,9 @@ _RESULT = re.compile(
     r"^(?P<ret>-?\d+|0x[0-9a-fA-F]+|\?)(?P<deco><.*>)?(?:\s+(?P<errno>E[A-Z0-9]+))?"
     r"(?:\s+<unavailable>)?(?:\s+\(.*\))?$"
 )
+# With --pidns-translation, a pid the traced process sees in its own PID namespace (the
+# sandbox's) is followed by the tracer's: "= 2 /* 4507 in strace's PID NS */"
+_PIDNS = re.compile(r"(-?\d+) /\* (\d+) in strace's PID NS \*/")
 # strace pads short calls so that results line up: "brk(NULL)       = 0x55..."
 _EQUALS = re.compile(r"\)\s+= ")
 # Decoded sockets look like "TCP:[...]", "UDPv6:[...]", "UNIX-STREAM:[...]", "socket:[123]";
@@ -270,6 +273,7 @@ def _result(tail: str) -> tuple[str, int | None, str | None, float | None] | Non
     if m is not None:
         duration = float(m.group("secs"))
         tail = tail[: m.start()]
+    tail = _PIDNS.sub(r"\2", tail)  # the tracer's (host) pid: the one every line names
     for eq in reversed(list(_EQUALS.finditer(tail))):
         r = _RESULT.match(tail[eq.end() :].strip())
         if r is not None:

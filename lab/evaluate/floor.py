@@ -41,9 +41,14 @@ class Floor:
         }
 
 
+def source_file() -> Path:
+    """The reference uploader's C source (``native/reference/uploader.c``)."""
+    return resources.path("native/reference/uploader.c")
+
+
 def build(out_dir: Path, log: procs.CommandLog | None) -> Floor:
     """Compile the reference uploader into ``out_dir``; a failure is a recorded reason."""
-    source = resources.path("native/reference/uploader.c")
+    source = source_file()
     if not source.is_file():
         return Floor(None, None, f"{source} is missing from this checkout")
     source_sha = sha256_file(source)

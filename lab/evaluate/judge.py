@@ -70,6 +70,7 @@ from lab.pipeline import (
 from lab.run.options import check_count, check_run_options
 from lab.run.plan import Plan
 from lab.run.shard import check_run_id
+from lab.sandbox import SandboxSettings
 from lab.workloads.backup import scenario
 
 #: files whose content defines what "passing" means; their hash is the evaluation id
@@ -154,6 +155,8 @@ def execute(request: EvaluationRequest, *, say: Callable[[str], None]) -> Evalua
         invocation_timeout_s=request.timeout_s,
         build_timeout_s=BUILD_TIMEOUT_S,
         timing_runs=request.timing_runs,
+        # every bound of the sandbox a judged or timed invocation runs in (time above)
+        sandbox=SandboxSettings().to_dict(),
     )
     given = request.path
     if not given.exists():

@@ -4,11 +4,20 @@ ratio. Timing is measured with no tracer attached; traced runs are for diagnosis
     timing = alternate({"baseline": base, "candidate": cand}, rounds=20, size=524_288,
                        workdir=tmp, log=log, sandbox=sandbox)
     timing.ratio["first_backup_wall"]       # candidate median / baseline median (stored)
+    timing.ratio_interval["first_backup_wall"]  # its 95 % interval (lab.evaluate.interval)
 
 With ``sandbox`` (what ``lab evaluate`` does), every round runs in a sandbox cell of its
-own, exactly as a judged pass does: a candidate is never run outside the sandbox, timed or
-not. Wall time then includes the sandbox's set-up, the same for both clients; CPU time is the
-invocation cgroup's (everything the client started).
+own, exactly as a judged pass does (the same environment, box, bounds and opaque cgroup
+names: nothing tells a client it is being timed): a candidate is never run outside the
+sandbox, timed or not. Wall time then includes the sandbox's set-up, the same for both
+clients; CPU time is the invocation cgroup's (everything the client started).
+
+Every round is checked as a judged pass is: both invocations exit 0 within the limit and,
+after each, the backup on disk matches the fixture digest and the receiver's record
+(``lab.workloads.backup.backup_check``). A round that fails its check is a *failed* round,
+kept out of the spreads and counted with its reason; a client with a failed round has no
+ratio (N/A): a missing or wrong backup is never a fast one, and a client that behaves
+differently when timed never meets a speed goal.
 """
 
 from __future__ import annotations
@@ -17,17 +26,57 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from lab.evaluate import interval
 from lab.host import procs
 from lab.judge.aggregate import spread
 from lab.model.evaluation import ClientTiming, Timing
 from lab.sandbox import Sandbox
 from lab.workloads.backup import fixture
+from lab.workloads.backup.backup_check import verify
 from lab.workloads.backup.decoy import Decoy
 from lab.workloads.backup.receiver import Receiver
+from lab.workloads.backup.store import saved_backup
+
+#: failed rounds' reasons kept per client (all of them are counted)
+FAILURES_KEPT = 5
+
+
+def round_problem(
+    label: str,
+    *,
+    exit_status: int | None,
+    timed_out: bool,
+    store: Path,
+    digest: str,
+    source: Path,
+    receiver_digest: str | None,
+) -> str | None:
+    """Why one timed invocation does not count (None when it does): it timed out, exited
+    non-zero, or left no backup matching the fixture and the receiver's record."""
+    if timed_out:
+        return f"{label}: timed out"
+    if exit_status != 0:
+        return f"{label}: exited {exit_status}"
+    check = verify(
+        backup=saved_backup(store),
+        fixture_sha256=digest,
+        source=source,
+        receiver_digest=receiver_digest,
+    )
+    if not check.backup_exists:
+        return f"{label}: no backup in the receiver's store"
+    if not check.verified:
+        return f"{label}: the backup does not match the source and the receiver's record"
+    return None
 
 
 def _one_round(
-    client: Path, source: Path, workdir: Path, log: procs.CommandLog | None, timeout: float
+    client: Path,
+    source: Path,
+    digest: str,
+    workdir: Path,
+    log: procs.CommandLog | None,
+    timeout: float,
 ) -> dict[str, Any]:
     """A first backup into an empty receiver, then an unchanged second invocation."""
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
@@ -47,21 +96,38 @@ def _one_round(
                     timeout=timeout,
                     accept=None,
                 )
+                rx.wait_idle()
                 row[f"{label}_wall"] = done.duration_s
                 row[f"{label}_cpu"] = done.cpu_s
                 row[f"{label}_exit"] = done.exit_status
+                problem = round_problem(
+                    label,
+                    exit_status=done.exit_status,
+                    timed_out=done.timed_out,
+                    store=state / "store",
+                    digest=digest,
+                    source=source,
+                    receiver_digest=rx.saved_digest,
+                )
+                row.setdefault("failed", problem)
     return row
 
 
 def _sandboxed_round(
-    sandbox: Sandbox, name: str, client: Path, data: bytes, workdir: Path, timeout: float
+    sandbox: Sandbox,
+    name: str,
+    client: Path,
+    data: bytes,
+    digest: str,
+    workdir: Path,
+    timeout: float,
 ) -> dict[str, Any]:
     """The same round, each invocation in the sandbox (its own cgroup, the pass's network
     namespace, the receiver listening inside it)."""
     row: dict[str, Any] = {}
     with (
         tempfile.TemporaryDirectory(dir=workdir) as tmp,
-        sandbox.pass_cell(f"timing-{name}", client=client.resolve(), invocations=2) as cell,
+        sandbox.pass_cell(f"untraced-{name}", client=client.resolve(), invocations=2) as cell,
     ):
         state = Path(tmp)
         cell.write_source(data)
@@ -85,10 +151,46 @@ def _sandboxed_round(
                 row[f"{label}_wall"] = outcome.wall_s
                 row[f"{label}_cpu"] = outcome.cpu_s
                 row[f"{label}_exit"] = outcome.exit_status if not outcome.timed_out else "timed out"
+                problem = outcome.sandbox_error or round_problem(
+                    label,
+                    exit_status=outcome.exit_status,
+                    timed_out=outcome.timed_out,
+                    store=cell.store,
+                    digest=digest,
+                    source=cell.source,
+                    receiver_digest=rx.saved_digest,
+                )
+                if row.get("failed") is None:
+                    row["failed"] = problem
     return row
 
 
 METRICS = ("first_backup_wall", "first_backup_cpu", "unchanged_wall", "unchanged_cpu")
+
+
+#: the speed-goal metric a client's own work decides: (candidate − floor) ÷ (baseline − floor)
+#: of the first backup's wall medians, the instrument floor's share taken out of both
+ABOVE_FLOOR = "first_backup_wall_above_floor"
+
+
+def _above_floor(
+    rows: dict[str, list[dict[str, Any]]],
+    spreads: dict[str, ClientTiming],
+    seed: str,
+    ratio: dict[str, float | None],
+    bars: dict[str, list[float] | None],
+) -> None:
+    """``ratio[ABOVE_FLOOR]`` and its interval: undefined (None) when the baseline's median
+    is not above the floor's (no client share to compare)."""
+    medians = [spreads[n].spreads["first_backup_wall"] for n in ("baseline", "candidate", "floor")]
+    base, cand, floor = (None if m is None else m.median for m in medians)
+    if base is None or cand is None or floor is None or base <= floor:
+        ratio[ABOVE_FLOOR], bars[ABOVE_FLOOR] = None, None
+        return
+    ratio[ABOVE_FLOOR] = round((cand - floor) / (base - floor), 4)
+    walls = [[r["first_backup_wall"] for r in rows[n]] for n in ("baseline", "candidate", "floor")]
+    bar = interval.above_floor_interval(*walls, seed=f"{seed}:{ABOVE_FLOOR}")
+    bars[ABOVE_FLOOR] = None if bar is None else list(bar)
 
 
 def alternate(
@@ -110,40 +212,49 @@ def alternate(
     identity (``lab.evaluate.floor.Floor.describe``), stored beside the spreads."""
     workdir.mkdir(parents=True, exist_ok=True)
     source = workdir / "timing-source.bin"
-    fixture.write_source(source, seed=seed, size=size)
+    digest = fixture.write_source(source, seed=seed, size=size)
     rows: dict[str, list[dict[str, Any]]] = {name: [] for name in clients}
     data = source.read_bytes() if sandbox is not None else b""
     try:
         for _ in range(rounds):
             for name, path in clients.items():
                 if sandbox is not None:
-                    rows[name].append(_sandboxed_round(sandbox, name, path, data, workdir, timeout))
+                    row = _sandboxed_round(sandbox, name, path, data, digest, workdir, timeout)
                 else:
-                    rows[name].append(_one_round(path, source, workdir, log, timeout))
+                    row = _one_round(path, source, digest, workdir, log, timeout)
+                rows[name].append(row)
     finally:
         source.unlink(missing_ok=True)
-    spreads: dict[str, ClientTiming] = {}
-    for name, runs in rows.items():
-        spreads[name] = ClientTiming(
-            spreads={metric: spread([r[metric] for r in runs]) for metric in METRICS},
-            nonzero_exits=sum(1 for r in runs for k in r if k.endswith("_exit") and r[k]),
-        )
+    spreads = {name: client_timing(runs) for name, runs in rows.items()}
     ratio: dict[str, float | None] | None = None
+    bars: dict[str, list[float] | None] | None = None
     if "baseline" in rows and "candidate" in rows:
-        ratio = {}
+        ratio, bars = {}, {}
+        unchecked = spreads["baseline"].failed_rounds or spreads["candidate"].failed_rounds
         for metric in METRICS:
             base = spreads["baseline"].spreads[metric]
             cand = spreads["candidate"].spreads[metric]
-            if base is None or cand is None or base.median <= 0:
+            if unchecked or base is None or cand is None or base.median <= 0:
                 ratio[metric] = None  # undefined, shown as N/A
-            else:
-                ratio[metric] = round(cand.median / base.median, 4)
+                bars[metric] = None
+                continue
+            ratio[metric] = round(cand.median / base.median, 4)
+            bar = interval.ratio_interval(
+                [r[metric] for r in rows["baseline"]],
+                [r[metric] for r in rows["candidate"]],
+                seed=f"{seed}:{metric}",
+            )
+            bars[metric] = None if bar is None else list(bar)
+        if "floor" in rows:
+            _above_floor(rows, spreads, seed, ratio, bars)
     return Timing(
         rounds=rounds,
         size=size,
         method=(
             "untraced; clients alternated; each round = first backup into an empty "
-            "receiver + unchanged second invocation; "
+            "receiver + unchanged second invocation, checked as a judged pass is (exit 0 "
+            "and a verified backup after each; a failed round is counted, never timed, and "
+            "leaves the ratio N/A); "
             + (
                 "each invocation in the sandbox: wall = sandbox spawn to the client's exit "
                 "(the sandbox's set-up included, alike for both), cpu = the invocation "
@@ -154,5 +265,20 @@ def alternate(
         ),
         clients=spreads,
         ratio=ratio,
+        ratio_interval=bars,
+        interval_method=None if bars is None else interval.METHOD,
         floor=floor,
+    )
+
+
+def client_timing(runs: list[dict[str, Any]]) -> ClientTiming:
+    """One client's spreads over the rounds that passed their check, and the failed ones
+    counted with their first reasons."""
+    good = [r for r in runs if not r.get("failed")]
+    failures = [str(r["failed"]) for r in runs if r.get("failed")]
+    return ClientTiming(
+        spreads={metric: spread([r[metric] for r in good]) for metric in METRICS},
+        nonzero_exits=sum(1 for r in runs for k in r if k.endswith("_exit") and r[k]),
+        failed_rounds=len(failures),
+        failures=tuple(failures[:FAILURES_KEPT]),
     )

@@ -33,6 +33,8 @@ TOOL_PACKAGES: dict[str, str] = {
     "minisign": "minisign",
     "busybox": "busybox",  # its sha256sum -c reads only GNU lines (Alpine's, for one)
     "pdftoppm": "poppler-utils",
+    # rendering report.html in a real browser in tests (headless, no network)
+    "chromium": "chromium",
     # the container and its base image
     "docker": "docker.io",
     "dockerd": "docker.io",

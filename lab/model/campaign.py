@@ -159,6 +159,9 @@ class RepetitionRecord:
     evaluation: Evaluation | None = None
     #: candidate median / baseline median of the task's speed metric (or first backup wall)
     timing_ratio: float | None = None
+    #: the ratio's 95 % interval [low, high] (``lab.evaluate.interval``); the speed goal is
+    #: met only when all of it is under the goal
+    timing_ratio_interval: list[float] | None = None
     speed_met: bool | None = None
 
     @property
@@ -174,6 +177,7 @@ class RepetitionRecord:
             "duration_s": self.duration_s,
             "patch_sha256": None if self.patch is None else self.patch.sha256,
             "timing_ratio": self.timing_ratio,
+            "timing_ratio_interval": self.timing_ratio_interval,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -225,6 +229,7 @@ class RepetitionRecord:
             ),
             evaluation=None if evaluation is None else Evaluation.from_dict(evaluation),
             timing_ratio=data.get("timing_ratio"),
+            timing_ratio_interval=data.get("timing_ratio_interval"),
             speed_met=data.get("speed_met"),
         )
 

@@ -16,6 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, cast
 
+from lab.model.timing import ClientTiming, Spread, Timing
+
+__all__ = ["ClientTiming", "Spread", "Timing"]  # defined in lab.model.timing
+
 #: what the candidate is: a patch to native/, a source tree with a Makefile, an executable
 CandidateKind = Literal["patch", "source-dir", "binary"]
 #: the candidate's verified result: ``pass`` only when every clause passed in every
@@ -53,13 +57,28 @@ class EvaluationLimits:
     invocation_timeout_s: float
     build_timeout_s: float
     timing_runs: int
+    #: the sandbox's bounds of every invocation, judged or timed (``SandboxSettings``):
+    #: pids_max, memory_max, disk_max, disk_inodes_max, linger_grace_s, output_head_bytes,
+    #: output_tail_bytes; empty in records made before they were frozen
+    sandbox: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "invocation_timeout_s": self.invocation_timeout_s,
             "build_timeout_s": self.build_timeout_s,
             "timing_runs": self.timing_runs,
+            **self.sandbox,
         }
+
+    @classmethod
+    def from_dict(cls, limits: dict[str, Any]) -> EvaluationLimits:
+        own = ("invocation_timeout_s", "build_timeout_s", "timing_runs")
+        return cls(
+            invocation_timeout_s=float(limits["invocation_timeout_s"]),
+            build_timeout_s=float(limits["build_timeout_s"]),
+            timing_runs=int(limits["timing_runs"]),
+            sandbox={str(k): v for k, v in limits.items() if k not in own},
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,11 +113,7 @@ class FrozenEvaluation:
             files={str(k): str(v) for k, v in data["files"].items()},
             fixture=Fixture(generator=str(fixture["generator"]), size=int(fixture["size"])),
             repetitions=int(data["repetitions"]),
-            limits=EvaluationLimits(
-                invocation_timeout_s=float(limits["invocation_timeout_s"]),
-                build_timeout_s=float(limits["build_timeout_s"]),
-                timing_runs=int(limits["timing_runs"]),
-            ),
+            limits=EvaluationLimits.from_dict(limits),
         )
 
 
@@ -368,100 +383,6 @@ class DiagnosticRow:
             hash_file_calls=_optional_int(data.get("hash_file_calls")),
             cpu_s_untraced=_optional_float(data.get("cpu_s_untraced")),
             missing=tuple(data.get("missing") or ()),
-        )
-
-
-# --- untraced timing ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, kw_only=True)
-class Spread:
-    """Median, min and max of the recorded values, and how many there were."""
-
-    median: float
-    min: float
-    max: float
-    n: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"median": self.median, "min": self.min, "max": self.max, "n": self.n}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Spread:
-        return cls(median=data["median"], min=data["min"], max=data["max"], n=int(data["n"]))
-
-
-@dataclass(frozen=True, kw_only=True)
-class ClientTiming:
-    #: metric (``first_backup_wall``, ...) -> its spread over the rounds; None if unrecorded
-    spreads: dict[str, Spread | None]
-    #: invocations that exited non-zero during the timing rounds
-    nonzero_exits: int
-
-    def to_dict(self) -> dict[str, Any]:
-        row: dict[str, Any] = {
-            metric: None if s is None else s.to_dict() for metric, s in self.spreads.items()
-        }
-        return row | {"nonzero_exits": self.nonzero_exits}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ClientTiming:
-        spreads = {
-            str(metric): None if value is None else Spread.from_dict(value)
-            for metric, value in data.items()
-            if metric != "nonzero_exits"
-        }
-        return cls(spreads=spreads, nonzero_exits=int(data["nonzero_exits"]))
-
-
-@dataclass(frozen=True, kw_only=True)
-class Timing:
-    """Untraced timing rounds (``lab.evaluate.timing.alternate``)."""
-
-    rounds: int
-    size: int
-    method: str
-    #: client name ("baseline", "candidate") -> its spreads
-    clients: dict[str, ClientTiming]
-    #: candidate median ÷ baseline median per metric, stored when both clients ran; None
-    #: for a metric where it is undefined
-    ratio: dict[str, float | None] | None = None
-    #: the instrument floor's reference uploader (``lab.evaluate.floor``): its source and
-    #: binary digests, or the reason it is missing; its spreads are ``clients["floor"]``
-    floor: dict[str, str | None] | None = None
-
-    def floor_share(self, metric: str) -> float | None:
-        """The instrument floor's median as a fraction of the baseline's, for ``metric``;
-        None when either was not measured."""
-        floor, base = self.clients.get("floor"), self.clients.get("baseline")
-        f = floor.spreads.get(metric) if floor else None
-        b = base.spreads.get(metric) if base else None
-        return None if f is None or b is None or b.median <= 0 else f.median / b.median
-
-    def to_dict(self) -> dict[str, Any]:
-        row: dict[str, Any] = {
-            "rounds": self.rounds,
-            "size": self.size,
-            "method": self.method,
-            "clients": {name: c.to_dict() for name, c in self.clients.items()},
-        }
-        if self.ratio is not None:
-            row["ratio"] = dict(self.ratio)
-        if self.floor is not None:
-            row["floor"] = dict(self.floor)
-        return row
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Timing:
-        ratio = data.get("ratio")
-        floor = data.get("floor")
-        return cls(
-            rounds=int(data["rounds"]),
-            size=int(data["size"]),
-            method=str(data["method"]),
-            clients={str(n): ClientTiming.from_dict(c) for n, c in data["clients"].items()},
-            ratio=None if ratio is None else {str(m): _optional_float(v) for m, v in ratio.items()},
-            floor=None if floor is None else {str(k): _optional_str(v) for k, v in floor.items()},
         )
 
 

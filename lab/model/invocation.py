@@ -52,9 +52,13 @@ class SandboxRecord:
     stderr: dict[str, Any] = field(default_factory=dict)
     #: one sentence when the sandbox itself failed (the client then never ran)
     error: str | None = None
+    #: "home" / "tmp" -> what the bounded directory held after the invocation (bytes and
+    #: inodes used, the bounds, whether it was full: lab.sandbox.boxfs.DiskUse); None where
+    #: it could not be read; empty without a sandbox
+    disk: dict[str, dict[str, Any] | None] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        row: dict[str, Any] = {
             "enabled": self.enabled,
             "cgroup": self.cgroup,
             "cgroup_id": self.cgroup_id,
@@ -68,6 +72,9 @@ class SandboxRecord:
             "stderr": dict(self.stderr),
             "error": self.error,
         }
+        if self.disk:  # absent without a sandbox (and in records before the bound)
+            row["disk"] = {k: None if v is None else dict(v) for k, v in sorted(self.disk.items())}
+        return row
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SandboxRecord:
@@ -87,6 +94,10 @@ class SandboxRecord:
             stdout=dict(data.get("stdout") or {}),
             stderr=dict(data.get("stderr") or {}),
             error=data.get("error"),
+            disk={
+                str(k): None if v is None else dict(mapping(v, "sandbox.disk"))
+                for k, v in mapping(data.get("disk") or {}, "sandbox.disk").items()
+            },
         )
 
 

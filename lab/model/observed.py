@@ -192,6 +192,10 @@ class BpftraceSummary:
     #: no event line was lost (printf lines can be; the maps never are)
     events_complete: bool = True
     cgroup_id: int | None = None
+    #: figures this session could not see, each with the reason ("per-function counts: the
+    #: cgroup ran an executable the uprobes were not attached to (/tmp/x)"); those counters
+    #: are None
+    blind_spots: tuple[str, ...] = ()
 
     def counter(self, key: str) -> int | None:
         """A counter by its record key (``BPFTRACE_COUNTERS``)."""
@@ -215,6 +219,8 @@ class BpftraceSummary:
             events_complete=self.events_complete,
             cgroup_id=self.cgroup_id,
         )
+        if self.blind_spots:  # absent when there is none (as records before it)
+            row["blind_spots"] = list(self.blind_spots)
         return row
 
     @classmethod
@@ -232,6 +238,7 @@ class BpftraceSummary:
             lost_events=_int(data, "lost_events"),
             events_complete=bool(data["events_complete"]),
             cgroup_id=_opt_int(data, "cgroup_id"),
+            blind_spots=_strs(data, "blind_spots"),
         )
 
 

@@ -314,8 +314,14 @@ def report(result: RunResult, run_dir: Path, *, say: Callable[[str], None]) -> N
 
     files = archived_files(run_dir)
     (run_dir / "report.md").write_text(render_markdown(result, files=files), encoding="utf-8")
+    from lab.reports.html import render_html
+    from lab.reports.swimlanes import timeline_rows
+
+    rows = timeline_rows(run_dir / "timeline.jsonl")
     say("Drawing the PDF report…")
-    render_pdf(result, run_dir / "report.pdf", files=files)
+    render_pdf(result, run_dir / "report.pdf", files=files, timeline=rows)
+    html = render_html(result, files=files, timeline=rows)
+    (run_dir / "report.html").write_text(html, encoding="utf-8")
 
 
 def seal(
@@ -364,12 +370,12 @@ def seal(
 def archived_files(run_dir: Path) -> list[ArchivedFile]:
     """Every file of the run directory with its size and SHA-256, for the reports' table."""
     from lab.host.digest import sha256_file
-    from lab.reports import ArchivedFile
+    from lab.reports import REPORT_FILES, ArchivedFile
 
     rows = []
     for path in sorted(p for p in run_dir.rglob("*") if p.is_file()):
         rel = path.relative_to(run_dir).as_posix()
-        if rel in ("report.md", "report.pdf"):
+        if rel in REPORT_FILES:
             continue
         rows.append(ArchivedFile(path=rel, size=path.stat().st_size, sha256=sha256_file(path)))
     return rows

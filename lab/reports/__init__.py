@@ -16,7 +16,8 @@ The renderers are imported from their own modules so that code which only needs
 Both reports draw the same rows, built by the modules named for what they describe:
 ``table`` (:class:`~lab.reports.table.Table` and the ``fmt*`` cells), ``run``, ``scenario``,
 ``observers``, ``repetitions``, ``evaluation`` and ``files``. The views are ``markdown``,
-``pdf`` (with ``pdf_blocks`` and ``charts``) and ``console``.
+``pdf`` (with ``pdf_blocks`` and ``charts``), ``html`` (with ``html_svg`` and
+``swimlanes``) and ``console``; the first three walk one outline (``outline``).
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-#: The two report files: they cannot list their own digest, so the file table names them
+#: The report files: they cannot list their own digest, so the file table names them
 #: "this report" and points at SHA256SUMS, which covers them.
-REPORT_FILES: tuple[str, ...] = ("report.md", "report.pdf")
+REPORT_FILES: tuple[str, ...] = ("report.md", "report.pdf", "report.html")
 
 
 @dataclass(frozen=True)

@@ -55,8 +55,12 @@ def _seconds(value: float) -> str:
     return f"{value:.2f} s" if value < 10 else f"{value:.1f} s"
 
 
-def _ratio(value: float | None) -> str:
-    return "N/A" if value is None else f"{value:.2f}×"
+def _ratio(value: float | None, interval: list[float] | None = None) -> str:
+    """The ratio, and its 95 % interval where the timing computed one."""
+    if value is None:
+        return "N/A"
+    bar = "" if interval is None else f" (95% {interval[0]:.2f}–{interval[1]:.2f}×)"
+    return f"{value:.2f}×{bar}"
 
 
 def repetition_table(record: CampaignRecord) -> Table:
@@ -72,7 +76,7 @@ def repetition_table(record: CampaignRecord) -> Table:
                 "—" if r.agent.timed_out else str(r.agent.exit_status),
                 "—" if patch is None else f"{patch.bytes:,} B",
                 "—" if patch is None else patch.sha256[:16],
-                _ratio(r.timing_ratio),
+                _ratio(r.timing_ratio, r.timing_ratio_interval),
                 r.reason,
             ]
         )
@@ -83,7 +87,9 @@ def repetition_table(record: CampaignRecord) -> Table:
         rows,
         notes=[
             "Each repetition's patch (repetitions/rN/patch.diff) is kept whatever its outcome; "
-            "timing is candidate median / baseline median, untraced, sandboxed alike."
+            "timing is candidate median / baseline median, untraced, sandboxed alike, with its "
+            "95% interval (paired bootstrap over the alternated rounds); a speed goal is met "
+            "only when the whole interval is under it."
         ],
     )  # fmt: skip
 
@@ -158,7 +164,7 @@ def campaign_lines(record: CampaignRecord) -> list[str]:
             f"  r{r.index}: {r.outcome:<13} failed clauses: {failed}; "
             f"agent {_seconds(r.duration_s)}; "
             f"patch {'—' if r.patch is None else r.patch.sha256[:16]}; "
-            f"timing {_ratio(r.timing_ratio)}"
+            f"timing {_ratio(r.timing_ratio, r.timing_ratio_interval)}"
         )
     for clause, k in record.clause_counts().items():
         lines.append(f"  {clause}: {k}/{record.total}")

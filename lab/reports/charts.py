@@ -259,7 +259,7 @@ def perf_symbols_chart(
         return (group, -best, bar.label)
 
     ordered = sorted(bars.values(), key=rank)
-    # every folded "[unresolved] <dso>" row stays (one per object: the point of folding);
+    # every folded "<dso>, no symbols" row stays (one per object: the point of folding);
     # the client's own functions come first, other symbols fill what is left
     own = [b for b in ordered if rank(b)[0] == 0][:limit]
     folded = [b for b in ordered if b.unresolved]
@@ -292,7 +292,7 @@ def perf_symbols_chart(
         bold_categories=sum(1 for b in shown if b.own and not b.unresolved),
         caption=(
             "The client's own functions first (bold), then other symbols with their object, "
-            "then '[unresolved] object': the addresses perf could not name in that object, "
+            "then 'object, no symbols': the addresses perf could not name in that object, "
             "folded (self: their sum; inclusive: the largest, as their call chains overlap). "
             "Inclusive: samples in the symbol or in what it called; self: in the symbol "
             "itself. 'not observed': not among that invocation's top symbols. One chart per "

@@ -38,6 +38,8 @@ TIMING_METRICS: tuple[tuple[str, str], ...] = (
     ("unchanged_wall", "unchanged second run, wall"),
     ("unchanged_cpu", "unchanged second run, CPU"),
 )
+#: the ratio of the clients' shares above the instrument floor (no medians of its own)
+ABOVE_FLOOR_ROW = ("first_backup_wall_above_floor", "first backup, wall above the floor")
 
 DIAGNOSTIC_HEADER: tuple[str, ...] = (
     "condition",
@@ -155,20 +157,8 @@ def evaluation_timing_table(evaluation: Evaluation) -> Table | None:
         if evaluation.timing_skipped is None:
             return None
         return Table(["timing"], [[evaluation.timing_skipped]], [])
-    base = timing.clients.get("baseline")
-    cand = timing.clients.get("candidate")
-    floor = timing.clients.get("floor")
     ratios = timing.ratio or {}
-    rows = [
-        [
-            label,
-            fmt_spread(base.spreads.get(metric) if base else None),
-            fmt_spread(cand.spreads.get(metric) if cand else None),
-            fmt_ratio(ratios.get(metric)),
-            fmt_spread(floor.spreads.get(metric) if floor else None),
-        ]
-        for metric, label in TIMING_METRICS
-    ]
+    rows = _timing_rows(timing)
     exits = [
         f"{name}: {fmt(timing.clients[name].nonzero_exits)}"
         for name in ("baseline", "candidate", "floor")
@@ -177,12 +167,33 @@ def evaluation_timing_table(evaluation: Evaluation) -> Table | None:
     notes = [
         f"Untraced runs, {fmt(timing.rounds)} rounds, clients alternated. "
         "Ratio = candidate median / baseline median; below 1.00x the candidate is faster; "
-        "N/A where undefined.",
+        "N/A where undefined."
+        + (
+            " Wall above the floor = (candidate - floor) / (baseline - floor) of the "
+            "first-backup medians: the clients' own shares compared, N/A where the baseline's "
+            "median is not above the floor's."
+            if ABOVE_FLOOR_ROW[0] in ratios
+            else ""
+        ),
         sentence(f"Method: {fmt(timing.method)}"),
         _floor_note(timing),
+        _interval_note(timing),
     ]
     if exits:
         notes.append("Runs that exited non-zero: " + "; ".join(exits) + ".")
+    failed = [
+        f"{name}: {fmt(timing.clients[name].failed_rounds)} ("
+        + "; ".join(timing.clients[name].failures)
+        + ")"
+        for name in ("baseline", "candidate", "floor")
+        if name in timing.clients and timing.clients[name].failed_rounds
+    ]
+    if failed:
+        notes.append(
+            "Rounds that failed the check a judged pass gets (not timed; the ratio is N/A): "
+            + "; ".join(failed)
+            + "."
+        )
     return Table(
         [
             "untraced timing",
@@ -190,9 +201,52 @@ def evaluation_timing_table(evaluation: Evaluation) -> Table | None:
             "candidate median (range)",
             "ratio",
             "instrument floor median (range)",
+            "ratio 95% interval",
         ],
         rows,
         notes,
+    )
+
+
+def _timing_rows(timing: Timing) -> list[list[str]]:
+    """One row per metric (medians, the stored ratio, the floor, the ratio's interval), and
+    the share-above-the-floor row where the timing stored that ratio."""
+    base = timing.clients.get("baseline")
+    cand = timing.clients.get("candidate")
+    floor = timing.clients.get("floor")
+    ratios = timing.ratio or {}
+    bars = timing.ratio_interval or {}
+    rows = [
+        [
+            label,
+            fmt_spread(base.spreads.get(metric) if base else None),
+            fmt_spread(cand.spreads.get(metric) if cand else None),
+            fmt_ratio(ratios.get(metric)),
+            fmt_spread(floor.spreads.get(metric) if floor else None),
+            _fmt_interval(bars.get(metric)),
+        ]
+        for metric, label in TIMING_METRICS
+    ]
+    metric, label = ABOVE_FLOOR_ROW
+    if metric in ratios:
+        shown = "see the row above"
+        rows.append([label, shown, shown, fmt_ratio(ratios[metric]), shown])
+        rows[-1].append(_fmt_interval(bars.get(metric)))
+    return rows
+
+
+def _fmt_interval(bar: list[float] | None) -> str:
+    """[low, high] of a ratio as "0.79x - 0.88x"; N/A where the timing stored none."""
+    return "N/A" if bar is None else f"{fmt_ratio(bar[0])} - {fmt_ratio(bar[1])}"
+
+
+def _interval_note(timing: Timing) -> str:
+    """How the ratio's interval was computed, or that this record has none."""
+    if timing.interval_method is None:
+        return "Ratio interval: not computed by the version of the lab that timed this (N/A)."
+    return sentence(
+        f"Ratio interval: {timing.interval_method}; a speed goal is met only when the whole "
+        "interval is under it"
     )
 
 

@@ -61,7 +61,7 @@ def files_table(files: list[ArchivedFile] | None, *, grouped: bool = False) -> T
             if f.path not in REPORT_FILES
         ]
     )
-    views = {"report.md": "Markdown", "report.pdf": "PDF"}
+    views = {"report.md": "Markdown", "report.pdf": "PDF", "report.html": "HTML"}
     rows += [
         [name, "-", f"this report ({views.get(name, name)} view): digest in SHA256SUMS"]
         for name in REPORT_FILES

@@ -19,7 +19,7 @@ from lab.model import (
     PacketFlow,
     ScenarioResult,
 )
-from lab.reports.table import NOT_OBSERVED, NOT_RECORDED, Table, fmt, fmt_summary
+from lab.reports.table import NOT_OBSERVED, NOT_RECORDED, Table, fmt, fmt_field, fmt_summary
 
 #: Preferred row order of each observer's summary; other keys follow, sorted.
 SUMMARY_KEYS: dict[str, tuple[str, ...]] = {
@@ -176,7 +176,7 @@ def flows_table(scenario: ScenarioResult) -> Table | None:
     for inv in scenario.invocations():
         packets = inv.observed.packets
         for flow in () if packets is None else packets.flows:
-            rows.append([str(inv.index), *(fmt(v) for v in flow.to_dict().values())])
+            rows.append([str(inv.index), *(fmt_field(k, v) for k, v in flow.to_dict().items())])
     if not rows:
         return None
     return Table(["invocation", *FLOW_COLUMNS], rows)

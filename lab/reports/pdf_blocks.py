@@ -18,13 +18,13 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
-from xml.sax.saxutils import escape
 
 from reportlab.lib import colors
 from reportlab.lib.enums import TA_LEFT
 from reportlab.lib.pagesizes import A4
 from reportlab.lib.styles import ParagraphStyle
 from reportlab.lib.units import mm
+from reportlab.pdfbase.pdfmetrics import stringWidth
 from reportlab.pdfgen.canvas import Canvas
 from reportlab.platypus import (
     Flowable,
@@ -38,6 +38,11 @@ from reportlab.platypus import (
 
 from lab.reports.fonts import BOLD, ITALIC, MONO, SANS
 from lab.reports.table import Table as ReportTable
+from lab.reports.text import RAW_FILE, TEXT_LIMIT, bounded, pdf_text
+
+#: a verbatim box shows at most this many lines of this many characters
+VERBATIM_LINES = 50
+VERBATIM_WIDTH = 100
 
 PAGE = A4
 MARGIN = 16 * mm
@@ -120,13 +125,91 @@ for _style in STYLES.values():
 
 
 def para(value: str, style: str = "cell") -> Paragraph:
-    return Paragraph(escape(value).replace("\n", "<br/>"), STYLES[style])
+    """``value`` drawn as typed (never obeyed as reportlab markup), bounded in length."""
+    return Paragraph(pdf_text(value), STYLES[style])
 
 
 def heading(value: str, level: int) -> Paragraph:
-    para = Paragraph(escape(value), STYLES["h1" if level == 0 else "h2"])
+    para = Paragraph(pdf_text(value, 200), STYLES["h1" if level == 0 else "h2"])
     para._outline_level = level
     return para
+
+
+#: No table cell is taller than this: a page's frame is about 780 pt, and reportlab raises
+#: LayoutError (no report, no archive) on a row that cannot fit on one.
+CELL_MAX_HEIGHT = 360.0
+
+
+#: the smallest face a cell shrinks to so that its longest word fits whole
+MIN_CELL_SIZE = 5.0
+#: where an identifier too long for its cell may wrap (never inside a word)
+SEPARATORS = "/.:_,;=-"
+
+
+def _fitting(value: str, style: str, inner: float) -> tuple[str, str]:
+    """``value`` and a style under which no word of it is broken: the cell's own face when
+    its longest word fits, else a smaller one (down to ``MIN_CELL_SIZE``), else the word
+    wrapped at separators (``/``, ``.``, ``:``, ``_`` …) onto lines of their own."""
+    base = STYLES[style]
+    words = value.split()
+    if not words:
+        return value, style
+    longest = max(words, key=lambda w: stringWidth(w, base.fontName, base.fontSize))
+    size = base.fontSize
+    while stringWidth(longest, base.fontName, size) > inner and size > MIN_CELL_SIZE:
+        size -= 0.5
+    if size != base.fontSize:
+        name = f"{style}@{size}"
+        if name not in STYLES:
+            STYLES[name] = ParagraphStyle(name, parent=base, fontSize=size, leading=size * 1.23)
+        style = name
+    if stringWidth(longest, base.fontName, size) <= inner:
+        return value, style
+    return " ".join(_wrap_word(w, base.fontName, size, inner) for w in words), style
+
+
+def _wrap_word(word: str, font: str, size: float, inner: float) -> str:
+    if stringWidth(word, font, size) <= inner:
+        return word
+    lines, line = [], ""
+    for piece in _pieces(word):
+        if line and stringWidth(line + piece, font, size) > inner:
+            lines.append(line)
+            line = ""
+        line += piece
+    return "\n".join([*lines, line])
+
+
+def _pieces(word: str) -> list[str]:
+    """``word`` cut after each separator: "a/b.c" -> ["a/", "b.", "c"]."""
+    out, piece = [], ""
+    for ch in word:
+        piece += ch
+        if ch in SEPARATORS:
+            out.append(piece)
+            piece = ""
+    return [*out, piece] if piece else out
+
+
+def cell_para(value: str, style: str, width: float) -> Paragraph:
+    """A table cell of ``width`` points, no word broken inside it (:func:`_fitting`), cut
+    (with the marker saying how much is left out and where it is kept) to at most
+    ``CELL_MAX_HEIGHT`` points, whatever a client printed."""
+    value, style = _fitting(bounded(value), style, max(width - 6, 10))
+    cell = para(value, style)
+    if len(value) < 200 and value.count("\n") < 20:
+        return cell  # too short to approach the limit: no measuring
+    inner = max(width - 6, 10)  # the grid's left and right padding
+    if cell.wrap(inner, 1e9)[1] <= CELL_MAX_HEIGHT:
+        return cell
+    low, high = 0, min(len(value), TEXT_LIMIT)
+    while low < high:  # the longest prefix that fits
+        mid = (low + high + 1) // 2
+        if para(bounded(value, mid), style).wrap(inner, 1e9)[1] <= CELL_MAX_HEIGHT:
+            low = mid
+        else:
+            high = mid - 1
+    return para(bounded(value, low), style)
 
 
 def _is_digest(value: str) -> bool:
@@ -143,7 +226,9 @@ def grid(
 ) -> Table:
     """A table of wrapped paragraphs whose header repeats on every page it spans; a cell
     holding exactly an outcome word gets that outcome's colour."""
-    data: list[list[Flowable]] = [[para(h, "cellhead") for h in header]]
+    data: list[list[Flowable]] = [
+        [cell_para(h, "cellhead", w) for h, w in zip(header, widths, strict=False)]
+    ]
     fills: list[tuple[Any, ...]] = []
     for r, row in enumerate(rows, start=1):
         cells: list[Flowable] = []
@@ -155,7 +240,7 @@ def grid(
                 if _is_digest(value)
                 else ("cellhead" if i == 0 and first_column_bold else "cell")
             )
-            cells.append(para(value, style))
+            cells.append(cell_para(value, style, widths[i]))
         data.append(cells)
     table = Table(data, colWidths=list(widths), repeatRows=1)
     table.setStyle(
@@ -197,8 +282,14 @@ def table_flow(
 
 
 def verbatim(block: str) -> Table:
-    """Raw probe output, verbatim, in a shaded box (Preformatted alone draws no background)."""
-    box = Table([[Preformatted(block, STYLES["pre"])]], colWidths=[WIDTH * 0.6])
+    """Raw probe output, verbatim, in a shaded box (Preformatted alone draws no background);
+    at most ``VERBATIM_LINES`` lines of it, each cut at ``VERBATIM_WIDTH`` characters."""
+    lines = block.splitlines()
+    shown = [bounded(line, VERBATIM_WIDTH) for line in lines[:VERBATIM_LINES]]
+    if len(lines) > VERBATIM_LINES:
+        rest = len("\n".join(lines[VERBATIM_LINES:]).encode("utf-8", "replace"))
+        shown.append(f"… ({rest} more bytes in {RAW_FILE})")
+    box = Table([[Preformatted("\n".join(shown), STYLES["pre"])]], colWidths=[WIDTH * 0.6])
     box.setStyle(
         TableStyle(
             [

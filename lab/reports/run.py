@@ -21,7 +21,7 @@ from lab.model import (
     Verdict,
 )
 from lab.model.records import ConcurrencyRecord
-from lab.reports.table import NOT_RECORDED, Table, fmt, phrase
+from lab.reports.table import NOT_RECORDED, Table, fmt, fmt_field, phrase
 
 #: The article's warning, kept as the report's own sentence: the runner's exit status speaks
 #: about the instrument, not about the backups.
@@ -201,14 +201,14 @@ def mapping_rows(
         if isinstance(item, Mapping) and item:
             rows += mapping_rows(label, item, here)
         else:
-            rows.append((f"{label}: {' '.join(here)}", fmt(item)))
+            rows.append((f"{label}: {' '.join(here)}", fmt_field(str(key), item)))
     return rows
 
 
 def _value_rows(label: str, value: Any) -> list[tuple[str, str]]:
     if isinstance(value, Mapping) and value:
         return mapping_rows(label, value)
-    return [(label, fmt(value))]
+    return [(label, fmt_field(label, value))]
 
 
 def signing_key_text(signing: Mapping[str, Any]) -> str:

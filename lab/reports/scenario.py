@@ -10,7 +10,8 @@ The per-observer summaries (strace, bpftrace, perf, packets) are :mod:`lab.repor
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from lab.model import (
     CLAUSE_TITLES,
@@ -19,7 +20,15 @@ from lab.model import (
     ScenarioResult,
     Verdict,
 )
-from lab.reports.table import NOT_OBSERVED, NOT_RECORDED, Table, fmt, fmt_ratio, fmt_seconds
+from lab.reports.table import (
+    NOT_OBSERVED,
+    NOT_RECORDED,
+    Table,
+    fmt,
+    fmt_field,
+    fmt_ratio,
+    fmt_seconds,
+)
 
 
 def outcome_word(outcome: str | None) -> str:
@@ -71,6 +80,17 @@ def records_elsewhere(scenario: ScenarioResult, label: str) -> str:
     )
 
 
+def completion_text(completion: Mapping[str, Any] | None) -> str:
+    """The completion event as words ("status ok"; "status failed, reason: ..."), never as
+    JSON; the event verbatim is in results.json."""
+    if completion is None:
+        return NOT_RECORDED
+    parts = [f"{key} {fmt(value)}" for key, value in completion.items() if key != "reason"]
+    if "reason" in completion:
+        parts.append(f"reason: {fmt(completion['reason'])}")
+    return ", ".join(p for p in parts if not p.startswith("event complete")) or "complete"
+
+
 def client_table(scenario: ScenarioResult) -> Table:
     invs = _invocations(scenario)
 
@@ -81,7 +101,7 @@ def client_table(scenario: ScenarioResult) -> Table:
         row("exit status", (fmt(i.claim.exit_status) for i in invs)),
         row(
             "completion event",
-            (NOT_RECORDED if i.claim.completion is None else fmt(i.claim.completion) for i in invs),
+            (completion_text(i.claim.completion) for i in invs),
         ),
         row("claims success", (fmt(i.claim.claimed_success) for i in invs)),
         row("events printed", (fmt(i.claim.event_count or len(i.claim.events)) for i in invs)),
@@ -203,8 +223,10 @@ def findings_table(scenario: ScenarioResult, *, observed_only: bool = False) -> 
                 f.observer,
                 "all" if f.invocation is None else str(f.invocation),
                 f.key,
-                fmt(f.expected),
-                NOT_OBSERVED if f.met is None and f.observed is None else fmt(f.observed),
+                fmt_field(f.key, f.expected),
+                NOT_OBSERVED
+                if f.met is None and f.observed is None
+                else fmt_field(f.key, f.observed),
                 finding_word(f.met),
                 f.reason or "",
             ]

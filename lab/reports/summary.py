@@ -147,6 +147,9 @@ def _evaluation_part(evaluation: Evaluation) -> dict[str, Any]:
         },
         "timing": {
             "first_backup_wall_ratio": ratio.get("first_backup_wall"),
+            "ratio": dict(ratio),
+            "ratio_interval": {} if timing is None else dict(timing.ratio_interval or {}),
+            "interval_method": None if timing is None else timing.interval_method,
             "floor_share_first_backup_wall": (
                 None if timing is None else timing.floor_share("first_backup_wall")
             ),

@@ -1,10 +1,10 @@
 """The rows of a CPU chart: one invocation's ``observed.perf.top_symbols`` ordered for a
 reader, the client's own functions first and the addresses perf could not name folded into
-one "[unresolved] <dso>" row per object.
+one "<dso>, no symbols" row per object.
 
     bars = symbol_bars(inv.observed.perf, client="backup-client")
     [b.label for b in bars]   # ["hash_file", "main", "SHA256_Update (libcrypto.so.3)", ...,
-                              #  "[unresolved] libcrypto.so.3"]
+                              #  "libcrypto.so.3, no symbols"]
 
 A row of perf's report that is a bare address (``0x00007f…``) or ``[unknown]`` says where a
 sample fell, not what ran there; fifteen such rows of libcrypto and libc would otherwise
@@ -20,7 +20,12 @@ from lab.model import PerfSummary
 
 #: what perf prints for a sample it could not name: a bare address, or "[unknown]"
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
-UNRESOLVED = "[unresolved]"
+
+
+def unresolved_label(dso: str) -> str:
+    """One bar for an object's samples perf could not name: "libcrypto.so.3, no symbols"."""
+    name = "unknown object" if dso in ("", "[unknown]") else dso
+    return f"{name}, no symbols"
 
 
 def is_unresolved(symbol: str) -> bool:
@@ -51,7 +56,7 @@ def client_dsos(perf: PerfSummary, client: str | None = None) -> set[str]:
 
 def symbol_bars(perf: PerfSummary, client: str | None = None) -> list[SymbolBar]:
     """One invocation's ``top_symbols`` as chart rows: the client's own functions first, then
-    the other named symbols, then one "[unresolved] <dso>" row per DSO whose samples perf
+    the other named symbols, then one "<dso>, no symbols" row per DSO whose samples perf
     could not name (hex addresses, "[unknown]"), each group by inclusive share.
 
     A folded row's self share is the sum of its addresses' (each sample has one self
@@ -75,7 +80,7 @@ def symbol_bars(perf: PerfSummary, client: str | None = None) -> list[SymbolBar]
         label = sym.symbol if own else f"{sym.symbol} ({sym.dso})"
         named.append(SymbolBar(label, sym.dso, own, False, sym.inclusive_pct, sym.self_pct))
     unresolved = [
-        SymbolBar(f"{UNRESOLVED} {dso}", dso, dso in own_dsos, True, inc, slf)
+        SymbolBar(unresolved_label(dso), dso, dso in own_dsos, True, inc, slf)
         for dso, (inc, slf) in folded.items()
     ]
 

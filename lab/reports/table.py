@@ -3,6 +3,7 @@ notes) and the ``fmt*`` functions that turn one figure into one cell.
 
     fmt(524288)          # "524,288"
     fmt(None)            # "not recorded": a missing figure is never drawn as a zero
+    fmt_field("receiver_port", 36481)  # "36481": a port or an id is not a quantity
     fmt_seconds(0.0141)  # "14.1 ms"
     fmt_ratio(None)      # "N/A"
     sentence("... (tcpdump).")  # one full stop, never two
@@ -55,12 +56,40 @@ def fmt(value: Any) -> str:
     return str(value)
 
 
+#: words of a field name that make its integers identifiers (a port, a process id, a
+#: seed), never quantities: "36481", not "36,481"
+IDENTIFIER_WORDS = frozenset(
+    ("port", "ports", "pid", "pids", "id", "ids", "uid", "gid", "inode", "seed", "fd", "index")
+)
+
+
+def is_identifier(key: str) -> bool:
+    words = key.lower().replace("-", " ").replace("_", " ").replace(":", " ").split()
+    return any(word in IDENTIFIER_WORDS for word in words)
+
+
+def fmt_id(value: Any) -> str:
+    """An identifier: integers as typed (no thousands separator), lists joined."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, list | tuple):
+        return ", ".join(fmt_id(v) for v in value) if value else "none"
+    return fmt(value)
+
+
+def fmt_field(key: str, value: Any) -> str:
+    """The value of field ``key``: an identifier (:func:`is_identifier`) without thousands
+    separators, anything else as :func:`fmt` draws it."""
+    return fmt_id(value) if is_identifier(key) else fmt(value)
+
+
 def fmt_summary(key: str, value: Any) -> str:
-    """A collector summary value: epoch timestamps (keys ending ``_at``) as UTC time."""
+    """A collector summary value: epoch timestamps (keys ending ``_at``) as UTC time, ports
+    and ids as identifiers."""
     if key.endswith("_at") and isinstance(value, int | float) and not isinstance(value, bool):
         when = datetime.fromtimestamp(float(value), tz=UTC)
         return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
-    return fmt(value)
+    return fmt_field(key, value)
 
 
 def fmt_seconds(value: float | None) -> str:

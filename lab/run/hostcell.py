@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.host import procs
+from lab.sandbox import boxfs
 from lab.sandbox.cgroup import InvocationGroup
 from lab.sandbox.jail import ENVIRONMENT
 from lab.sandbox.output import CappedStream
@@ -49,7 +49,7 @@ class HostCell:
             cell.store.mkdir()
             yield cell
         finally:
-            shutil.rmtree(cell.scratch, ignore_errors=True)
+            boxfs.remove_tree(cell.scratch, log=log)
 
     @property
     def netns_argv(self) -> list[str]:

@@ -53,7 +53,9 @@ def parse_claim(stdout: bytes, outcome: Outcome) -> ClientClaim:
     count = 0
     unparsed = 0
     last: dict[str, Any] | None = None
-    for raw in stdout.decode("utf-8", "replace").splitlines():
+    # lines end at "\n" only (docs/client-contract.md): U+2028, U+0085, a form feed or a
+    # CR inside a JSON string stays inside its line (str.splitlines would split there)
+    for raw in stdout.decode("utf-8", "replace").split("\n"):
         if not raw.strip() or raw.encode().startswith(MARKER_PREFIX):
             continue
         try:
@@ -106,6 +108,7 @@ def sandbox_record(outcome: Outcome, cell: Any, index: int) -> SandboxRecord:
         stdout=outcome.stdout.to_dict() if outcome.stdout is not None else {},
         stderr=outcome.stderr.to_dict() if outcome.stderr is not None else {},
         error=outcome.sandbox_error,
+        disk={k: None if v is None else v.to_dict() for k, v in outcome.disk.items()},
     )
 
 

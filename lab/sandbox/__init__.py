@@ -33,8 +33,10 @@ from typing import Any
 
 from lab.errors import SandboxError
 from lab.host import procs
+from lab.sandbox import boxfs
 from lab.sandbox import netns as netns_mod
-from lab.sandbox.cgroup import CgroupTree, InvocationGroup, Limits, RunGroup
+from lab.sandbox.boxfs import DiskUse
+from lab.sandbox.cgroup import CgroupTree, InvocationGroup, Limits, RunGroup, opaque_name
 from lab.sandbox.jail import JailSpec, jail_argv, resolv_conf_text
 from lab.sandbox.supervise import Outcome, supervise
 from lab.sandbox.user import ClientUser
@@ -155,11 +157,11 @@ class Sandbox:
             self._passes += 1
             number = self._passes
         named = f"{number}-{tag}"
-        base = named.replace("/", "-")
         reserved = Reservation(named, {})
         try:
             for index in range(1, invocations + 1):
-                reserved.groups[index] = self.run_group.invocation(f"{base}-inv{index}")
+                # opaque: the tag (a timing round's, say) never reaches /proc/self/cgroup
+                reserved.groups[index] = self.run_group.invocation(opaque_name())
         except BaseException:
             reserved.release()
             raise
@@ -172,8 +174,20 @@ class Sandbox:
             "settings": self.settings.to_dict(),
             "cgroup": str(self.run_group.v2),
             "limits": [e.to_dict() for e in self.run_group.enforcement],
-            "tools": ["nsenter", "bwrap", "sh", "capsh", "prlimit"],
+            "tools": ["nsenter", "bwrap", "sh", "mount", "capsh", "prlimit"],
         }
+
+    def bounded(self, path: Path) -> None:
+        """Make ``path`` (an empty directory) a bounded tmpfs owned by the client user."""
+        limits = self.settings.limits
+        boxfs.mount_bounded(
+            path,
+            size=limits.disk_max,
+            inodes=limits.disk_inodes_max,
+            uid=self.user.uid,
+            gid=self.user.gid,
+            log=self.log,
+        )
 
     def nproc_fallback(self) -> int | None:
         """RLIMIT_NPROC when no cgroup enforces the pids bound (per user, weaker)."""
@@ -237,6 +251,8 @@ class PassCell:
         self.reserved = reserved
         self.groups = reserved.groups
         reserved.taken = True
+        #: one sentence when the scratch directory could not be removed (``close``)
+        self.cleanup_problem: str | None = None
 
     @property
     def client(self) -> Path:
@@ -294,12 +310,17 @@ class PassCell:
         return self._client_dir("tmp")
 
     def _client_dir(self, name: str) -> Path:
-        # state a client keeps between its runs lives on through the pass's invocations
+        # state a client keeps between its runs lives on through the pass's invocations,
+        # in a bounded tmpfs of its own (lab.sandbox.boxfs)
         path = self.scratch / name
         if not path.exists():
             path.mkdir(mode=0o700)
-            os.chown(path, self.sandbox.user.uid, self.sandbox.user.gid)
+            self.sandbox.bounded(path)
         return path
+
+    def disk_use(self) -> dict[str, DiskUse | None]:
+        """What HOME and /tmp hold now (read after each invocation, before teardown)."""
+        return {"home": boxfs.usage(self.home(0)), "tmp": boxfs.usage(self.tmp())}
 
     def spec(self, index: int) -> JailSpec:
         return JailSpec(
@@ -328,7 +349,7 @@ class PassCell:
     ) -> Outcome:
         spec = self.spec(index)
         settings = self.sandbox.settings
-        return supervise(
+        outcome = supervise(
             argv_for=lambda fd: wrap(jail_argv(spec, client_argv, status_fd=fd)),
             group=self.group(index),
             timeout_s=timeout_s,
@@ -340,6 +361,8 @@ class PassCell:
             head=settings.output_head,
             tail=settings.output_tail,
         )
+        outcome.disk = self.disk_use()
+        return outcome
 
     def source_changed(self, digest_before: str) -> bool:
         """Whether the source copy on disk differs from the fixture's digest (it is
@@ -351,4 +374,4 @@ class PassCell:
     def close(self) -> None:
         self.reserved.remove()
         self.netns.delete()
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        self.cleanup_problem = boxfs.remove_tree(self.scratch, log=self.sandbox.log)

@@ -1,18 +1,21 @@
 """The command line that runs one client invocation inside its sandbox, outermost first:
 
 1. ``nsenter --net=/run/netns/NS`` (util-linux): the pass's network namespace, loopback only.
-2. ``bwrap`` (bubblewrap), as root: a new mount namespace whose root is an empty tmpfs with
+2. ``bwrap`` (bubblewrap), as root: new mount and PID namespaces (the client sees only its
+   own processes; bwrap's init is pid 1 and reaps what it leaves); the root is an empty tmpfs with
    read-only binds of ``/usr`` (and the merged-/usr links), a few files of ``/etc``, a fresh
    ``/dev``, ``/proc``, the pass's read-only *box* (the client binary and the source copy, at
    the same path as on the host so that uprobes, strace's decoded paths and perf's symbol
-   lookup agree) and the pass's writable home and ``/tmp``: what a client keeps between runs
+   lookup agree) and the pass's writable home and ``/tmp`` (each a bounded tmpfs:
+   ``lab.sandbox.boxfs``): what a client keeps between runs
    (a cache, a state file) persists across the invocations of a pass, as it would on one
    machine, and never from one pass to the next. The lab's files, the
    run and evidence directories, the receiver's store and the keys are simply not there.
    The environment is cleared but for an allow-list (``ENVIRONMENT``).
-3. ``sh -c JOIN``: the shell writes its own pid into the invocation's cgroup.procs files and
-   execs the rest, so that the cgroup holds the client and its descendants and nothing of
-   the instrument (the tracer and bwrap stay outside it).
+3. ``sh -c JOIN``: the shell remounts the sandbox's ``/proc`` ``hidepid=invisible`` (the
+   client sees its own processes only), writes its own pid into the invocation's
+   cgroup.procs files and execs the rest, so that the cgroup holds the client and its
+   descendants and nothing of the instrument (the tracer and bwrap stay outside it).
 4. ``capsh`` (libcap): the dedicated uid and gid, no supplementary groups, no
    capabilities (bounding, inheritable and ambient sets cleared), no_new_privs. Not util-linux
    ``setpriv``: it resolves even a numeric ``--reuid`` with ``getpwnam``, and glibc's NSS
@@ -23,8 +26,11 @@
 
     argv = jail_argv(JailSpec(...), client_argv, status_fd=w)
 
-bwrap reports the client's pid and its exit code on ``--json-status-fd`` (one JSON object
-per line: ``{"child-pid": N}`` then ``{"exit-code": N}``; a signal N is reported as 128+N).
+bwrap reports its child's pid and the client's exit code on ``--json-status-fd`` (one JSON
+object per line: ``{"child-pid": N}`` then ``{"exit-code": N}``; a signal N is reported as
+128+N). With ``--unshare-pid`` that child is bwrap's init (pid 1 inside), whose first child
+is the client's main process (pid 2 inside); ``exit-code`` comes as soon as that process
+exits, whatever it left running.
 """
 
 from __future__ import annotations
@@ -69,9 +75,15 @@ RESOLVER = "127.0.0.53"
 #: successful execve(2) calls the sandbox's main process makes before the client's own: the
 #: joining shell, capsh, prlimit (a syscall trace starts the client's part after them)
 JAIL_EXECS = 3
-#: exit status of the shell step when it cannot join the cgroup (the client never ran)
+#: exit status of the shell step when it cannot hide the sandbox's init or join the cgroup
+#: (the client never ran)
 JOIN_FAILED = 125
+#: $1 is util-linux mount: /proc is remounted hidepid=invisible, so that the client sees
+#: only processes of its own uid (not bwrap's init, pid 1, whose command line names the
+#: run's paths); then the shell joins the cgroup and execs the rest. The mount runs before
+#: the join, so nothing of it is in the client's cgroup.
 _JOIN = (
+    '"$1" -o remount,hidepid=invisible /proc || exit ' + str(JOIN_FAILED) + "; shift; "
     'while [ "$1" != -- ]; do echo $$ > "$1" || exit ' + str(JOIN_FAILED) + "; shift; done; "
     'shift; exec "$@"'
 )
@@ -129,6 +141,12 @@ def _inside(name: str) -> str:
     return real
 
 
+def jail_programs() -> tuple[str, ...]:
+    """The programs the jail execs inside the client's cgroup before the client (the shell
+    joins the cgroup, then execs these): a tracer's exec records hold them too."""
+    return (_inside("capsh"), _inside("prlimit"))
+
+
 class _Tree:
     """The bwrap operations that build the sandbox's file tree, in order.
 
@@ -172,6 +190,20 @@ def etc_binds(tree: _Tree, resolv_conf: Path, root: Path = Path("/")) -> None:
     tree.op("--ro-bind", str(resolv_conf), "/etc/resolv.conf")
 
 
+def _bound_sources(spec: JailSpec) -> list[Path]:
+    """Host directories the tree binds into the sandbox (besides /usr and /etc files)."""
+    found = [spec.tmp, spec.box, spec.home, *(p.parent for p in spec.join_files)]
+    return found + ([] if spec.workdir is None else [spec.workdir])
+
+
+def _under_any(path: Path, roots: Sequence[Path]) -> bool:
+    real = os.path.realpath(path)
+    return any(
+        real == os.path.realpath(root) or real.startswith(os.path.realpath(root) + "/")
+        for root in roots
+    ) or real.startswith(("/usr/", "/etc/"))
+
+
 def jail_argv(spec: JailSpec, client_argv: Sequence[str], *, status_fd: int) -> list[str]:
     tree = _Tree()
     root_binds(tree)
@@ -186,17 +218,25 @@ def jail_argv(spec: JailSpec, client_argv: Sequence[str], *, status_fd: int) -> 
     if spec.workdir is not None:
         tree.op("--bind", str(spec.workdir), str(spec.workdir))
     for path in spec.masked:
-        if path.is_file():
+        # a secret outside every bound directory is simply not there, and its path is
+        # never written into bwrap's argv; one inside a bound directory (an agent's
+        # workspace, say) is hidden under /dev/null
+        if path.is_file() and _under_any(path, _bound_sources(spec)):
             tree.op("--ro-bind", "/dev/null", str(path))
     argv = [] if spec.netns_path is None else [_tool("nsenter"), f"--net={spec.netns_path}", "--"]
     argv += [_tool("bwrap"), *tree.args]
-    argv += ["--unshare-ipc", "--unshare-uts", "--hostname", "lab-sandbox"]
-    argv += ["--die-with-parent", "--new-session", "--clearenv"]
+    # a PID namespace: the client sees only its own processes (no host command line, no
+    # path of the run); bwrap's own init is its pid 1 and reaps what it leaves, so processes
+    # the client leaves behind live on after it exits, observed, until the supervisor
+    # kills the cgroup (no --die-with-parent: that would kill them with bwrap at once,
+    # before they are seen; lab.sandbox.supervise)
+    argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "lab-sandbox"]
+    argv += ["--new-session", "--clearenv"]
     for key, value in (*ENVIRONMENT.items(), *spec.extra_env):
         argv += ["--setenv", key, value]
     chdir = HOME if spec.workdir is None else str(spec.workdir)
     argv += ["--chdir", chdir, "--json-status-fd", str(status_fd), "--"]
-    argv += ["/bin/sh", "-c", _JOIN, "sh", *map(str, spec.join_files), "--"]
+    argv += ["/bin/sh", "-c", _JOIN, "sh", _inside("mount"), *map(str, spec.join_files), "--"]
     # capsh runs --shell with the words after "--"; the order of its options is the order
     # of the operations: drop the bounding set while still privileged, then the ids
     argv += [

@@ -10,8 +10,9 @@ and the wrapper (a tracer, or nothing) finishing after it.
         purpose="client invocation 1 (baseline, pass none)", log=log)
     outcome.exit_status, outcome.timed_out, outcome.lingering, outcome.wrapper
 
-The main process is the one bwrap reports on ``--json-status-fd`` (``child-pid``); its
-exit is watched with a pidfd, because it is not the lab's child (the wrapper is).
+The main process is the first child of the init bwrap reports on ``--json-status-fd``
+(``child-pid``: pid 1 of the sandbox's PID namespace); its exit is the ``exit-code`` line
+bwrap writes on the same descriptor as soon as it exits.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import select
 import threading
 import time
 from collections.abc import Callable
@@ -29,6 +29,7 @@ from typing import Any
 
 from lab.host import procs
 from lab.model.sandbox import CgroupStats, ProcessInfo
+from lab.sandbox.boxfs import DiskUse
 from lab.sandbox.cgroup import InvocationGroup, describe_process
 from lab.sandbox.jail import JOIN_FAILED
 from lab.sandbox.output import DEFAULT_HEAD, DEFAULT_TAIL, CappedStream, StreamRecord
@@ -68,6 +69,9 @@ class Outcome:
     wrapper: procs.Completed | None = None
     #: one sentence when the sandbox itself failed (the client then never ran)
     sandbox_error: str | None = None
+    #: "home" / "tmp" -> what the bounded directory held after the invocation (set by the
+    #: pass cell, which owns them; None where statvfs failed)
+    disk: dict[str, DiskUse | None] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -84,6 +88,7 @@ class Outcome:
             "stdout": None if self.stdout is None else self.stdout.to_dict(),
             "stderr": None if self.stderr is None else self.stderr.to_dict(),
             "sandbox_error": self.sandbox_error,
+            "disk": {k: None if v is None else v.to_dict() for k, v in sorted(self.disk.items())},
         }
 
 
@@ -95,6 +100,8 @@ class _StatusReader:
         self.child_pid: int | None = None
         self.exit_code: int | None = None
         self.got_pid = threading.Event()
+        #: the client's main process exited (bwrap reported its exit code), or bwrap ended
+        self.got_exit = threading.Event()
         self.done = threading.Event()
         self._thread = threading.Thread(target=self._read, name="bwrap status", daemon=True)
         self._thread.start()
@@ -120,6 +127,7 @@ class _StatusReader:
         finally:
             os.close(self.fd)
             self.got_pid.set()
+            self.got_exit.set()
             self.done.set()
 
     def _line(self, line: bytes) -> None:
@@ -131,22 +139,27 @@ class _StatusReader:
                     self.got_pid.set()
                 if isinstance(obj.get("exit-code"), int):
                     self.exit_code = obj["exit-code"]
+                    self.got_exit.set()
 
     def join(self, timeout: float) -> None:
         self._thread.join(timeout)
 
 
-def _wait_pid_exit(pid: int, timeout_s: float) -> bool:
-    """True once ``pid`` has exited (a zombie counts), False at the time-out."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        ready, _, _ = select.select([fd], [], [], max(0.0, timeout_s))
-        return bool(ready)
-    finally:
-        os.close(fd)
+def _first_child(init_pid: int, timeout_s: float = 2.0) -> int | None:
+    """The host pid of bwrap's init's first child: the client's main process (pid 2 in the
+    sandbox's PID namespace), which joins the cgroup and execs the client. None if it was
+    gone before it could be seen."""
+    path = Path(f"/proc/{init_pid}/task/{init_pid}/children")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            words = path.read_text().split()
+        except OSError:
+            return None  # init itself is gone
+        if words:
+            return int(words[0])
+        time.sleep(0.0005)
+    return None
 
 
 def supervise(
@@ -219,10 +232,12 @@ def _watch(
         if not bg.alive() and not status.got_pid.is_set():
             status.got_pid.wait(1.0)
             break
-    outcome.main_pid = status.child_pid
-    if outcome.main_pid is None:
+    if status.child_pid is None:
         return
-    exited = _wait_pid_exit(outcome.main_pid, deadline - time.monotonic())
+    outcome.main_pid = _first_child(status.child_pid) or status.child_pid
+    # the client's main process exited when bwrap reports its exit code (its init then
+    # lives on, reaping, while anything the client left runs)
+    exited = status.got_exit.wait(max(0.0, deadline - time.monotonic()))
     outcome.wall_s = time.monotonic() - t0
     if not exited:
         outcome.timed_out = True

@@ -28,7 +28,7 @@ EXPECTED_FAILURES = {
 }
 
 
-def evaluate(tmp_path: Path, *args: str) -> tuple[int, dict[str, Any]]:
+def evaluate(tmp_path: Path, *args: str, timing_runs: int = 2) -> tuple[int, dict[str, Any]]:
     out = tmp_path / "artifacts"
     argv = [
         "evaluate",
@@ -37,7 +37,7 @@ def evaluate(tmp_path: Path, *args: str) -> tuple[int, dict[str, Any]]:
         "--repetitions",
         "1",
         "--timing-runs",
-        "2",
+        str(timing_runs),
         "--collector",
         "strace",
         "--packets",
@@ -74,6 +74,8 @@ def test_defective_candidate_caught_on_its_clause(tmp_path: Path, name: str) -> 
     assert failed >= failing
     assert len(evaluation["candidate"]["binary_sha256"]) == 64
     assert evaluation["timing"]["ratio"]["first_backup_wall"] is not None
+    # two timing rounds are too few for an interval: none is made up
+    assert set(evaluation["timing"]["ratio_interval"].values()) == {None}
     # the instrument floor was timed beside them, by a reference uploader that is named
     assert evaluation["timing"]["clients"]["floor"]["nonzero_exits"] == 0
     assert len(evaluation["timing"]["floor"]["binary_sha256"]) == 64
@@ -97,6 +99,21 @@ def test_correct_alternative_passes(tmp_path: Path) -> None:
         "violations": [],
         "violation_count": 0,
     }
+
+
+def test_a_real_speed_up_passes_and_every_ratio_has_its_interval(tmp_path: Path) -> None:
+    # mmap-speedup.patch: one mapping and one digest call, the payload sent from the mapping
+    code, results = evaluate(
+        tmp_path, "--patch", str(CANDIDATES / "mmap-speedup.patch"), timing_runs=3
+    )
+    evaluation = results["evaluation"]
+    assert code == 0 and evaluation["status"] == "pass", evaluation.get("status_reason")
+    timing = evaluation["timing"]
+    assert set(timing["ratio_interval"]) == set(timing["ratio"])
+    assert "first_backup_wall_above_floor" in timing["ratio"]
+    assert "bootstrap" in timing["interval_method"]
+    bars = [bar for bar in timing["ratio_interval"].values() if bar is not None]
+    assert bars and all(low <= high for low, high in bars)
 
 
 def test_patch_that_does_not_compile(tmp_path: Path) -> None:

@@ -112,6 +112,10 @@ def test_evaluate_json_is_one_document_matching_its_schema(
     assert evaluation["evaluation_id"] == run.evaluation.evaluation_id
     assert evaluation["clauses"]["C2"]["fail"] == 1
     assert evaluation["timing"]["first_backup_wall_ratio"] == 0.8298
+    assert evaluation["timing"]["ratio"]["first_backup_wall"] == 0.8298
+    assert evaluation["timing"]["ratio_interval"]["first_backup_wall"] == [0.7712, 0.8907]
+    assert evaluation["timing"]["ratio_interval"]["unchanged_cpu"] is None
+    assert "bootstrap" in evaluation["timing"]["interval_method"]
     assert document["signing_key_id"] == "0123456789ABCDEF"
     assert document["run"]["calibration"] == run.calibration.to_dict()
     assert "Candidate (binary)" in err and "Evaluation" in err

@@ -25,7 +25,6 @@ LONG_MODULES: dict[str, int] = {
     "lab/collectors/perf.py": 527,
     "lab/evidence/checks.py": 528,
     "lab/reports/charts.py": 530,
-    "lab/reports/pdf.py": 532,
     "lab/model/evaluation.py": 547,
     "lab/run/runner.py": 549,
 }

@@ -495,6 +495,167 @@ static void steal_key(void)
     event("key-files-found", n);
 }
 
+
+/* ---- round 4: the box's disk, the host's processes, the timing rounds, a copy ---------- */
+
+/* 3,000 nested directories left in HOME (a recursive remover runs out of stack). */
+static void deep_tree(void)
+{
+    const char *home = getenv("HOME");
+    if (home == NULL || chdir(home) != 0)
+        return;
+    int made = 0;
+    for (; made < 3000; made++)
+        if (mkdir("d", 0700) != 0 || chdir("d") != 0)
+            break;
+    char n[32];
+    snprintf(n, sizeof n, "%d", made);
+    event("deep-tree", n);
+}
+
+/* Zeros into a directory until the file system refuses, each chunk synced and dropped
+ * from the page cache (so that a memory limit alone would not stop it). */
+static long long fill(const char *dir, const char *name)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0)
+        return 0;
+    static char chunk[1 << 20];
+    long long total = 0;
+    for (int i = 0; i < 8192; i++) { /* at most 8 GiB */
+        ssize_t n = write(fd, chunk, sizeof chunk);
+        if (n <= 0)
+            break;
+        total += n;
+        fdatasync(fd);
+        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    }
+    close(fd);
+    return total;
+}
+
+static void disk_filler(void)
+{
+    const char *dirs[2] = {getenv("TMPDIR"), getenv("HOME")};
+    for (int i = 0; i < 2; i++) {
+        if (dirs[i] == NULL)
+            continue;
+        long long wrote = fill(dirs[i], "zeros");
+        printf("{\"event\": \"filled\", \"dir\": \"%s\", \"bytes\": %lld, \"errno\": %d}\n",
+               dirs[i], wrote, errno);
+        fflush(stdout);
+    }
+}
+
+/* Every process this client can see, and any command line that names a path of the lab. */
+static void proc_walker(void)
+{
+    DIR *d = opendir("/proc");
+    if (d == NULL)
+        return;
+    int seen = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        seen++;
+        char path[300], cmd[4096];
+        snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
+        int fd = open(path, O_RDONLY);
+        if (fd < 0)
+            continue;
+        ssize_t n = read(fd, cmd, sizeof cmd - 1);
+        close(fd);
+        if (n <= 0)
+            continue;
+        for (ssize_t i = 0; i < n; i++)
+            if (cmd[i] == '\0' || cmd[i] == '"' || cmd[i] == '\\' || (unsigned char)cmd[i] < 32)
+                cmd[i] = ' ';
+        cmd[n] = '\0';
+        printf("{\"event\": \"process\", \"pid\": %s, \"cmdline\": \"%s\"}\n", e->d_name, cmd);
+    }
+    closedir(d);
+    char n[32];
+    snprintf(n, sizeof n, "%d", seen);
+    event("processes-seen", n);
+}
+
+/* Honest in a judged pass; in what looks like a timing round, "done" at once, no backup. */
+static int looks_timed(void)
+{
+    char buf[4096];
+    int fd = open("/proc/self/cgroup", O_RDONLY);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    return strstr(buf, "timing") != NULL;
+}
+
+/* The uprobes' function: hashes the source (the copy calls it 256 times). */
+__attribute__((noinline)) int hash_file(const char *path, unsigned char *md, unsigned *len)
+{
+    size_t size = 0;
+    unsigned char *data = load(path, &size);
+    if (data == NULL)
+        return -1;
+    EVP_Digest(data, size, md, len, EVP_sha256(), NULL);
+    free(data);
+    return 0;
+}
+
+/* Copy this executable into $TMPDIR and exec the copy, which hashes 256 times: a uprobe
+ * attached to the box's inode never sees the copy. */
+static void exec_copy(char **argv, const char *source)
+{
+    const char *tmp = getenv("TMPDIR");
+    if (getenv("HOSTILE_COPY") != NULL) {
+        unsigned char md[EVP_MAX_MD_SIZE];
+        unsigned len = 0;
+        for (int i = 0; i < 256; i++)
+            hash_file(source, md, &len);
+        event("hashed", "256");
+        return;
+    }
+    if (tmp == NULL)
+        return;
+    char copy[4096];
+    snprintf(copy, sizeof copy, "%s/client-copy", tmp);
+    int in = open("/proc/self/exe", O_RDONLY);
+    int out = open(copy, O_WRONLY | O_CREAT | O_TRUNC, 0700);
+    if (in < 0 || out < 0)
+        return;
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(in, buf, sizeof buf)) > 0)
+        if (write(out, buf, (size_t)n) != n)
+            return;
+    close(in);
+    close(out);
+    setenv("HOSTILE_COPY", "1", 1);
+    fflush(stdout);
+    execv(copy, argv);
+}
+
+/* A completion whose note holds U+2028 and U+0085 and ends in CR LF, after one line with a
+ * raw form feed (not JSON: one unparsed line, never two). */
+static int odd_separators(const char *source, const char *receiver)
+{
+    int rc = backup(source, receiver);
+    printf("{\"event\": \"odd\", \"detail\": \"x\fy\"}\n");
+    printf("{\"event\": \"complete\", \"status\": \"%s\", \"note\": \"a\xe2\x80\xa8"
+           "b\xc2\x85"
+           "c\"}\r\n",
+           rc == 0 ? "ok" : "failed\", \"reason\": \"upload failed");
+    fflush(stdout);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 4 && !strcmp(argv[1], "--udp"))
@@ -552,5 +713,17 @@ int main(int argc, char **argv)
         fork_bomb();
         return complete_ok();
     }
+    if (IS("deep-tree"))
+        deep_tree();
+    if (IS("disk-filler"))
+        disk_filler();
+    if (IS("proc-walker"))
+        proc_walker();
+    if (IS("timing-cheat") && looks_timed())
+        return complete_ok();
+    if (IS("exec-copy"))
+        exec_copy(argv, source);
+    if (IS("odd-separators"))
+        return odd_separators(source, receiver);
     return backup(source, receiver);
 }

@@ -79,14 +79,26 @@ def test_what_the_judgement_decides(
     ratio: float | None,
     outcome: str,
 ) -> None:
-    decided, why = after_judging(who, failed, speed, ratio)
+    bar = None if ratio is None else [ratio - 0.02, ratio + 0.02]
+    decided, why = after_judging(who, failed, speed, ratio, bar)
     assert decided == outcome
     if failed:
         assert all(c in why for c in failed)
 
 
 def test_the_speed_goal() -> None:
-    assert speed_met(None, 2.0) is None
-    assert speed_met(GOAL, 0.7) is True and speed_met(GOAL, 0.71) is False
-    assert "speed goal missed: 0.90× > 0.7×" in after_judging(agent(), {}, GOAL, 0.9)[1]
+    assert speed_met(None, 2.0, None) is None
+    assert speed_met(GOAL, 0.6, [0.55, 0.7]) is True
+    assert speed_met(GOAL, 0.6, [0.55, 0.71]) is False
+    missed = after_judging(agent(), {}, GOAL, 0.9, [0.85, 0.95])[1]
+    assert "speed goal missed: 0.90× (95 % interval 0.85×–0.95×) is not wholly ≤ 0.7×" in missed
     assert "exited 1" in after_judging(agent(1), {}, None, 1.0)[1]
+
+
+def test_a_median_under_the_goal_whose_interval_reaches_above_it_is_not_met() -> None:
+    outcome, why = after_judging(agent(), {}, GOAL, 0.65, [0.6, 0.74])
+    assert outcome == "failed" and "0.60×–0.74×" in why
+    # no interval (too few rounds for one) is no evidence that the goal held
+    assert speed_met(GOAL, 0.5, None) is False
+    outcome, why = after_judging(agent(), {}, GOAL, 0.5, None)
+    assert outcome == "failed" and "no 95 % interval" in why

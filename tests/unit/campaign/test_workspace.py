@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from lab import resources
 from lab.campaign import workspace
 from lab.host import procs
 from tests.conftest import require
@@ -103,8 +104,9 @@ def test_a_checkout_without_the_public_contract_is_one_sentence(
     from lab.errors import CampaignError
 
     repo = tmp_path / "repo"
-    shutil.copytree(workspace.REPO / "native", repo / "native")
-    monkeypatch.setattr(workspace, "REPO", repo)
+    shutil.copytree(resources.native_dir(), repo / "native")
+    monkeypatch.setattr(resources, "path", lambda rel: repo / rel)
+    monkeypatch.setattr(resources, "native_dir", lambda: repo / "native")
     scratch = tmp_path / "s"
     scratch.mkdir()
     with pytest.raises(CampaignError, match=r"docs/protocol\.md is missing"):

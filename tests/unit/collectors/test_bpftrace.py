@@ -402,3 +402,42 @@ def test_summaries_match_the_results_schema(
     observed = invocation["items"]["properties"]["observed"]["properties"]["bpftrace"]
     for summary in summaries_of(assets, fixtures, name):
         jsonschema.validate(summary, observed)
+
+
+def test_an_exec_the_uprobes_do_not_cover_makes_function_counts_not_observed() -> None:
+    text = (
+        "Attaching 12 probes...\nlab: attached\n"
+        "1 cg=7 pid=10 exec ino=55 dev=266338304 path=/usr/sbin/capsh\n"
+        "2 cg=7 pid=10 exec ino=77 dev=266338304 path=/tmp/lab-pass-x/box/client\n"
+        "3 cg=7 pid=10 exec ino=99 dev=44 path=/tmp/client copy\n"
+        "4 cg=8 pid=11 exec ino=77 dev=266338304 path=/tmp/lab-pass-x/box/client\n"
+        "lab: end of trace\n@hash_calls[8]: 3\n@connects[7]: 1\n"
+    )
+    session = parse_bpftrace(text)
+    counters = ["@hash_calls", "@connects"]
+    watched = {(266338304, 55), (266338304, 77)}
+    copied = summarize(session.for_cgroup(7), session, counters, [], 7, watched=watched)
+    # a copy hashed unseen: its count is not observed (never the 0 the maps imply)
+    assert copied.hash_calls is None and copied.connects == 1
+    assert copied.blind_spots == (
+        "per-function counts: the cgroup ran an executable the uprobes were not attached "
+        "to (/tmp/client copy)",
+    )
+    assert copied.to_dict()["blind_spots"] == list(copied.blind_spots)
+    honest = summarize(session.for_cgroup(8), session, counters, [], 8, watched=watched)
+    assert honest.hash_calls == 3 and honest.blind_spots == ()
+    assert "blind_spots" not in honest.to_dict()
+
+
+def test_the_template_reports_every_exec_with_its_inode() -> None:
+    text = DEFAULT_SCRIPT.read_text()
+    assert "tracepoint:sched:sched_process_exec /__CGROUPS__/" in text
+    assert "exec ino=%llu dev=%u path=%s" in text
+
+
+def test_kernel_identity_encodes_the_device_as_the_kernel_does(tmp_path: Path) -> None:
+    st = os.stat(tmp_path)
+    dev, ino = bpftrace.kernel_identity(str(tmp_path)) or (0, 0)
+    assert ino == st.st_ino and dev >> 20 == os.major(st.st_dev)
+    assert dev & 0xFFFFF == os.minor(st.st_dev)
+    assert bpftrace.kernel_identity(str(tmp_path / "missing")) is None

@@ -185,8 +185,9 @@ def test_padded_results_and_sendfile() -> None:
 def test_wrap_keeps_the_client_command_last(tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path)
     argv = StraceCollector().wrap(["/bin/client", "--source", "a b"], ctx)
-    assert argv[1:9] == [
+    assert argv[1:10] == [
         "-f",
+        "--pidns-translation",
         "-ttt",
         "-T",
         "-yy",
@@ -375,3 +376,15 @@ def test_io_uring_makes_destinations_undecodable() -> None:
     s = parse_strace(text, "/src")
     assert s.destinations == []
     assert s.undecodable and "io_uring" in s.undecodable[0]
+
+
+def test_a_pid_of_the_sandbox_namespace_is_read_as_the_tracers() -> None:
+    # the client's clone(2) returns its own namespace's pid; the family is followed by the
+    # tracer's pid, the one every line of the trace starts with
+    text = (
+        '100  1.000000 execve("/bin/sh", [], []) = 0 <0.000100>\n'
+        "100  1.100000 clone(child_stack=NULL, flags=SIGCHLD) = 3 /* 4536 in strace's PID NS */"
+        " <0.000100>\n"
+    )
+    calls, _ = iter_syscalls(text)
+    assert [c.ret for c in calls if c.name == "clone"] == [4536]

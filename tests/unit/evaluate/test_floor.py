@@ -22,7 +22,7 @@ def test_the_reference_uploader_backs_up_and_then_asks_only(tmp_path: Path) -> N
     built = floor.build(tmp_path / "floor", log=None)
     assert built.binary is not None, built.reason
     identity = built.describe()
-    assert identity["source_sha256"] == sha256_file(floor.SOURCE)
+    assert identity["source_sha256"] == sha256_file(floor.source_file())
     assert identity["binary_sha256"] == sha256_file(built.binary)
     source = tmp_path / "source.bin"
     write_source(source, seed="floor", size=3 * 1024 * 1024 + 7)

@@ -105,6 +105,7 @@ def test_the_json_rows_have_the_issue_s_shape() -> None:
         "duration_s": 2.0,
         "patch_sha256": "a" * 64,
         "timing_ratio": None,
+        "timing_ratio_interval": None,
     }
 
 

@@ -149,3 +149,77 @@ def test_unknown_fields_are_kept_and_listed() -> None:
     evaluation = Evaluation.from_dict(data)
     assert evaluation.to_dict() == data
     assert dict(evaluation_other_rows(evaluation))["agent"] == '{"model": "x", "turns": 3}'
+
+
+def test_failed_timing_rounds_round_trip_and_are_shown() -> None:
+    failed = ClientTiming(
+        spreads={"first_backup_wall": None},
+        nonzero_exits=0,
+        failed_rounds=2,
+        failures=("first_backup: no backup in the receiver's store",) * 2,
+    )
+    assert ClientTiming.from_dict(failed.to_dict()) == failed
+    # a client with none failed writes what it always did
+    assert "failed_rounds" not in replace(failed, failed_rounds=0, failures=()).to_dict()
+
+
+def test_every_sandbox_bound_is_a_frozen_limit() -> None:
+    from lab.model.evaluation import EvaluationLimits
+    from lab.sandbox import SandboxSettings
+
+    bounds = SandboxSettings().to_dict()
+    limits = EvaluationLimits(
+        invocation_timeout_s=30.0, build_timeout_s=300.0, timing_runs=20, sandbox=bounds
+    )
+    written = limits.to_dict()
+    for key in ("pids_max", "memory_max", "disk_max", "disk_inodes_max", "output_head_bytes",
+                "output_tail_bytes", "linger_grace_s", "invocation_timeout_s"):  # fmt: skip
+        assert key in written, key
+    assert EvaluationLimits.from_dict(written) == limits
+    # a record frozen before the bounds were reads back as it was written
+    old = {"invocation_timeout_s": 30.0, "build_timeout_s": 300.0, "timing_runs": 20}
+    assert EvaluationLimits.from_dict(old).to_dict() == old
+
+
+def test_the_documented_time_limit_is_the_one_evaluate_uses() -> None:
+    from pathlib import Path
+
+    from lab._parser import build_parser
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "client-contract.md").read_text()
+    doc = " ".join(doc.split())
+    args = build_parser().parse_args(["evaluate", "--binary", "x"])
+    assert f"`lab evaluate`: {args.timeout:g} s" in doc
+
+
+def test_every_ratio_has_its_interval_column_and_round_trips() -> None:
+    evaluation = Evaluation.from_dict(copy.deepcopy(SAMPLE_EVALUATION))
+    timing = replace(
+        _timing({"first_backup_wall": 0.5, "unchanged_wall": None}),
+        ratio_interval={"first_backup_wall": [0.45, 0.56], "unchanged_wall": None},
+        interval_method="paired percentile bootstrap (test)",
+    )
+    table = evaluation_timing_table(replace(evaluation, timing=timing))
+    assert table is not None
+    column = table.header.index("ratio 95% interval")
+    assert [row[column] for row in table.rows] == ["0.45x - 0.56x", "N/A", "N/A", "N/A"]
+    assert any("paired percentile bootstrap (test)" in n for n in table.notes)
+    assert Timing.from_dict(timing.to_dict()) == timing
+    # a record timed before intervals existed says so, never shows a made-up one
+    old = evaluation_timing_table(replace(evaluation, timing=_timing({"first_backup_wall": 0.5})))
+    assert old is not None and any("not computed" in n for n in old.notes)
+
+
+def test_the_share_above_the_floor_has_a_row_of_its_own() -> None:
+    evaluation = Evaluation.from_dict(copy.deepcopy(SAMPLE_EVALUATION))
+    timing = replace(
+        _timing({"first_backup_wall": 0.9, "first_backup_wall_above_floor": 0.5}, 0.004),
+        ratio_interval={"first_backup_wall_above_floor": [0.41, 0.62]},
+        interval_method="paired percentile bootstrap (test)",
+    )
+    table = evaluation_timing_table(replace(evaluation, timing=timing))
+    assert table is not None
+    row = table.rows[-1]
+    assert row[0] == "first backup, wall above the floor"
+    assert row[table.header.index("ratio")] == "0.50x"
+    assert row[table.header.index("ratio 95% interval")] == "0.41x - 0.62x"

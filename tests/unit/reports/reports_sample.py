@@ -909,6 +909,13 @@ SAMPLE_EVALUATION: dict[str, Any] = {
             "unchanged_wall": 0.2768,
             "unchanged_cpu": None,
         },
+        "ratio_interval": {
+            "first_backup_wall": [0.7712, 0.8907],
+            "first_backup_cpu": [0.7501, 0.8420],
+            "unchanged_wall": [0.2460, 0.3102],
+            "unchanged_cpu": None,
+        },
+        "interval_method": "paired percentile bootstrap over the alternated rounds (test)",
     },
     "workspace": "/tmp/lab-candidate-xyz/native",
 }

@@ -152,8 +152,8 @@ def test_unresolved_addresses_fold_into_one_row_per_dso() -> None:
         "send_payload",
         "SHA256_Update (libcrypto.so.3)",
         "_copy_to_iter ([kernel.kallsyms])",
-        "[unresolved] libcrypto.so.3",
-        "[unresolved] libc.so.6",
+        "libcrypto.so.3, no symbols",
+        "libc.so.6, no symbols",
     ]
     crypto = bars[4]
     # self: the samples in those addresses, summed; inclusive: the largest (chains overlap)
@@ -178,7 +178,7 @@ def test_cpu_chart_leads_with_the_client_and_keeps_the_folded_rows(sample_run: R
     chart = charts.perf_symbols_chart(s, s.name, limit=5)
     assert chart is not None
     assert chart.categories[0] == "hash_file" and chart.bold_categories == 1
-    assert chart.categories[-1] == "[unresolved] libcrypto.so.3"
+    assert chart.categories[-1] == "libcrypto.so.3, no symbols"
     assert len(chart.categories) == 5 and not any(c.startswith("0x") for c in chart.categories)
     inclusive, self_pct = chart.values[-1][:2]
     assert self_pct == pytest.approx(21.52) and inclusive == 5.38

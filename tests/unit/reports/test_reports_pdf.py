@@ -170,8 +170,8 @@ def test_page_one_is_the_verdict(sample_run: RunResult, tmp_path: Path) -> None:
         assert clause in words
     assert "Signing key id 0EACA16E1E65E953" in words
     assert "The runner's exit status is not a statement that every backup was correct" in words
-    # the identity moved to an appendix
-    assert "client binary SHA-256" not in words and "Appendix A" in words
+    # the identity is at the end, and page 1 says where
+    assert "client binary SHA-256" not in words and "Identity of the run" in words
 
 
 def test_identity_appendix_has_readable_rows(sample_run: RunResult, tmp_path: Path) -> None:
@@ -188,7 +188,7 @@ def test_identity_appendix_has_readable_rows(sample_run: RunResult, tmp_path: Pa
     pdf = tmp_path / "report.pdf"
     render_pdf(sample_run, pdf, files=FILES)
     words = " ".join(" ".join(_page_text(pdf, p).split()) for p in range(1, _pages(pdf) + 1))
-    appendix = words[words.index("Appendix A: identity of the run") :]
+    appendix = words[words.rindex("Identity of the run") :]
     assert "container image: base reference debian:bookworm-slim" in appendix
     assert '{"' not in appendix and "'name':" not in appendix
 
@@ -245,7 +245,7 @@ def test_pdf_holds_the_key_content(sample_run: RunResult, tmp_path: Path) -> Non
     assert "report.md, section 'Scenario hash-storm'" in words  # the raw tables' home
     assert "Logical source bytes read per invocation (strace)" in words
     assert "CPU samples by symbol: busy-spin" in words
-    assert "[unresolved] libcrypto.so.3" in words
+    assert "libcrypto.so.3, no symbols" in words
     assert "Tracing overhead: traced / untraced client wall time" in words
     assert FILES[0].sha256 in words
     assert "authenticity - who produced it - is not established" in words
@@ -299,3 +299,38 @@ def test_bytes_do_not_depend_on_the_environment(repo_root: Path, tmp_path: Path)
         )
         outputs.append(out.read_bytes())
     assert outputs[0] == outputs[1]
+
+
+def test_no_word_is_broken_inside_a_cell() -> None:
+    from reportlab.pdfbase.pdfmetrics import stringWidth
+
+    from lab.reports import fonts
+    from lab.reports.pdf_blocks import SEPARATORS, STYLES, _fitting
+
+    fonts.register()
+    for value, inner in (
+        ("not-observed", 46.0),
+        ("payload_bytes_consumed", 60.0),
+        ("['127.0.0.1:37787'] and 127.0.0.1:40123/abc/def/ghi/jkl/mno/pqr/stu", 40.0),
+    ):
+        text, style = _fitting(value, "cell", inner)
+        face = STYLES[style]
+        for line in text.split("\n"):
+            for word in line.split():
+                assert stringWidth(word, face.fontName, face.fontSize) <= inner, (value, word)
+        # a word wraps only after a separator, never inside a name
+        for line in text.split("\n")[:-1]:
+            assert line[-1] in SEPARATORS, (value, line)
+        assert text.replace("\n", "") == value
+
+
+def test_swimlanes_in_the_pdf(sample_run: RunResult, tmp_path: Path) -> None:
+    from tests.unit.reports.test_reports_html import timeline
+
+    pdf = tmp_path / "report.pdf"
+    render_pdf(sample_run, pdf, files=FILES, timeline=timeline(sample_run))
+    words = " ".join(" ".join(_page_text(pdf, p).split()) for p in range(1, _pages(pdf) + 1))
+    for s in sample_run.scenarios:
+        # one chart per scenario repetition (its most telling invocation), the rest in HTML
+        assert f"Timeline of {s.name} r{s.repetition}, pass strace, invocation" in words
+    assert "The other 1 invocations are drawn in report.html" in words

@@ -95,7 +95,7 @@ def test_files_table_lists_the_reports_without_their_own_digest() -> None:
     ]
     table = files_table(files)
     paths = [row[0] for row in table.rows]
-    assert paths == ["a/raw.txt", "results.json", "report.md", "report.pdf"]
+    assert paths == ["a/raw.txt", "results.json", "report.md", "report.pdf", "report.html"]
     report_rows = [row for row in table.rows if row[0].startswith("report.")]
     for row in report_rows:
         assert "this report" in row[2]
@@ -130,7 +130,7 @@ def test_the_pdf_files_table_folds_each_repetition_directory() -> None:
         ArchivedFile.of_bytes("scenarios/baseline.yaml", b"x"),
     ]
     full = files_table(files)
-    assert len(full.rows) == 4 + 2  # every file, then the two reports
+    assert len(full.rows) == 4 + 3  # every file, then the three reports
     grouped = files_table(files, grouped=True)
     paths = [row[0] for row in grouped.rows]
     assert paths[:3] == ["baseline/r1/ (2 files)", "results.json", "scenarios/baseline.yaml"]

@@ -81,6 +81,25 @@ def test_a_key_file_inside_a_shown_directory_is_masked(tmp_path: Path) -> None:
     assert argv[i - 2 : i] == ["--ro-bind", "/dev/null"]
 
 
+def test_a_key_file_outside_every_shown_directory_is_never_named(tmp_path: Path) -> None:
+    # not there at all: bwrap's argv (readable by any host process) does not name it
+    key = tmp_path / "keys" / "lab.sec"
+    key.parent.mkdir()
+    key.write_text("secret")
+    argv = jail.jail_argv(spec(tmp_path, masked=(key,)), ["/c"], status_fd=3)
+    assert not any(str(key.parent) in word for word in argv)
+
+
+def test_the_client_gets_a_pid_namespace_and_a_proc_hiding_other_uids(tmp_path: Path) -> None:
+    argv = jail.jail_argv(spec(tmp_path), ["/c"], status_fd=3)
+    assert "--unshare-pid" in argv and "--proc" in argv
+    # no --die-with-parent: it would kill what the client leaves before it is observed
+    assert "--die-with-parent" not in argv
+    script = argv[argv.index("-c") + 1]
+    assert "remount,hidepid=invisible /proc" in script
+    assert os.path.basename(argv[argv.index("-c") + 3]) == "mount"
+
+
 def test_every_parent_of_a_mount_point_is_made_0755_first(tmp_path: Path) -> None:
     argv = jail.jail_argv(spec(tmp_path), ["/c"], status_fd=3)
     box = str(tmp_path / "box")
@@ -186,3 +205,20 @@ def test_zombies_are_not_running_processes(tmp_path: Path) -> None:
     fake_proc(tmp_path, 12, 0, "R")
     (tmp_path / "self").mkdir()
     assert user.processes(proc=tmp_path) == [10]
+
+
+def test_invocation_cgroup_names_say_nothing_of_the_invocation() -> None:
+    from lab.sandbox.cgroup import opaque_name
+
+    names = {opaque_name() for _ in range(50)}
+    assert len(names) == 50
+    for name in names:
+        assert name.startswith("inv-") and len(name) == 20
+        assert "timing" not in name and "untraced" not in name
+
+
+def test_the_main_process_is_the_first_child_of_bwraps_init(tmp_path: Path) -> None:
+    from lab.sandbox.supervise import _first_child
+
+    assert _first_child(os.getpid(), timeout_s=0.01) is None  # no child: None, not a guess
+    assert _first_child(2**22 + 7, timeout_s=0.01) is None  # no such process

@@ -1,0 +1,102 @@
+"""The error bar on a timing ratio: a 95 % confidence interval for candidate median ÷
+baseline median, by a paired percentile bootstrap over the alternated rounds.
+
+    low, high = ratio_interval(base_walls, cand_walls, seed="timing:first_backup_wall")
+    low, high = above_floor_interval(base_walls, cand_walls, floor_walls, seed="…")
+    METHOD                     # the sentence the timing record stores as interval_method
+
+Round *i* of the baseline and round *i* of the candidate ran next to each other (the clients
+alternate), so a resample draws round indices with replacement and keeps each pair together:
+drift in the machine's load moves both medians of a resample alike, as it moved the rounds.
+The generator is seeded from ``seed`` (a string, hashed by :mod:`random`), so the same rounds
+give the same interval on every machine and every re-reading. With fewer than
+``MIN_ROUNDS`` complete pairs there is no interval (None), never a made-up one.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from collections.abc import Callable, Sequence
+
+RESAMPLES = 2000
+LEVEL = 0.95
+#: fewer complete pairs than this give no interval (a bootstrap of 1–2 rounds is meaningless)
+MIN_ROUNDS = 3
+
+METHOD = (
+    f"paired percentile bootstrap over the alternated rounds ({RESAMPLES} resamples of round "
+    f"indices, baseline and candidate of a round kept together, seeded), {LEVEL:.0%} interval "
+    "of candidate median ÷ baseline median"
+)
+
+
+def ratio_interval(
+    baseline: Sequence[float | None],
+    candidate: Sequence[float | None],
+    *,
+    seed: str,
+    resamples: int = RESAMPLES,
+    level: float = LEVEL,
+) -> tuple[float, float] | None:
+    """[low, high] of candidate median ÷ baseline median, or None when fewer than
+    ``MIN_ROUNDS`` rounds have both values or a resample's baseline median is not positive."""
+    return _bootstrap([baseline, candidate], ratio_of_medians, seed, resamples, level)
+
+
+def above_floor_interval(
+    baseline: Sequence[float | None],
+    candidate: Sequence[float | None],
+    floor: Sequence[float | None],
+    *,
+    seed: str,
+    resamples: int = RESAMPLES,
+    level: float = LEVEL,
+) -> tuple[float, float] | None:
+    """[low, high] of the clients' shares above the instrument floor, (candidate median −
+    floor median) ÷ (baseline median − floor median), the three clients of a round kept
+    together; None when a resample's baseline is not above its floor (no share to compare)."""
+    return _bootstrap([baseline, candidate, floor], ratio_above_floor, seed, resamples, level)
+
+
+def ratio_of_medians(columns: Sequence[Sequence[float]]) -> float | None:
+    base = statistics.median(columns[0])
+    return None if base <= 0 else statistics.median(columns[1]) / base
+
+
+def ratio_above_floor(columns: Sequence[Sequence[float]]) -> float | None:
+    floor = statistics.median(columns[2])
+    base = statistics.median(columns[0]) - floor
+    return None if base <= 0 else (statistics.median(columns[1]) - floor) / base
+
+
+def _bootstrap(
+    columns: Sequence[Sequence[float | None]],
+    statistic: Callable[[Sequence[Sequence[float]]], float | None],
+    seed: str,
+    resamples: int,
+    level: float,
+) -> tuple[float, float] | None:
+    rounds = [row for row in zip(*columns, strict=True) if all(v is not None for v in row)]
+    if len(rounds) < MIN_ROUNDS:
+        return None
+    rng = random.Random(seed)
+    n = len(rounds)
+    values: list[float] = []
+    for _ in range(resamples):
+        picked = [rounds[rng.randrange(n)] for _ in range(n)]
+        value = statistic([[float(row[i] or 0.0) for row in picked] for i in range(len(columns))])
+        if value is None:
+            return None
+        values.append(value)
+    values.sort()
+    tail = (1.0 - level) / 2.0
+    low = values[int(tail * resamples)]
+    high = values[min(resamples - 1, int((1.0 - tail) * resamples))]
+    return round(low, 4), round(high, 4)
+
+
+def half_width(interval: Sequence[float], ratio: float) -> float:
+    """The interval's half-width as a fraction of the ratio (0.05 = ±5 %)."""
+    low, high = interval
+    return (high - low) / 2.0 / ratio

@@ -1,0 +1,229 @@
+"""The scenario, evaluation and campaign sections of the report's outline
+(:mod:`lab.reports.outline` puts them in order).
+
+    sections = scenario_sections(run, scenario, files)   # heading, verdicts, claims, ...
+"""
+
+from __future__ import annotations
+
+from lab.model import RunResult, ScenarioResult
+from lab.model.campaign import CampaignRecord
+from lab.model.evaluation import Evaluation
+from lab.reports import ArchivedFile
+from lab.reports.campaign import (
+    CAMPAIGN_EXIT_STATEMENT,
+    campaign_headline,
+)
+from lab.reports.campaign import campaign_sections as campaign_parts
+from lab.reports.campaign import identity_rows as campaign_identity
+from lab.reports.evaluation import (
+    evaluation_clause_table,
+    evaluation_diagnostics_table,
+    evaluation_frozen_files,
+    evaluation_identity,
+    evaluation_other_rows,
+    evaluation_refusal,
+    evaluation_timing_table,
+)
+from lab.reports.observers import (
+    flows_table,
+    observed_any,
+    observer_names,
+    observer_summary_table,
+    probe_maps,
+    top_symbols_table,
+    unobserved_table,
+)
+from lab.reports.run import calibration_statement, scenario_label
+from lab.reports.scenario import (
+    client_table,
+    decoy_table,
+    findings_table,
+    overhead_table,
+    pass_table,
+    receiver_table,
+    records_elsewhere,
+    records_note,
+    verdict_table,
+    verifier_table,
+)
+from lab.reports.table import Table, fmt_seconds, sentence
+from lab.reports.view import (
+    PDF,
+    RECORDS,
+    Block,
+    Bullets,
+    RawFiles,
+    Section,
+    Swimlanes,
+    TableBlock,
+    Text,
+    Verbatim,
+    View,
+    widths,
+)
+
+
+def scenario_anchor(run: RunResult, s: ScenarioResult) -> str:
+    label = f"scenario {scenario_label(s, run)}".lower()
+    return "".join(ch if ch.isalnum() or ch == "-" else ("-" if ch == " " else "") for ch in label)
+
+
+def scenario_sections(
+    run: RunResult, s: ScenarioResult, files: list[ArchivedFile] | None
+) -> list[Section]:
+    label = scenario_label(s, run)
+    head: list[Block] = [
+        Text(s.description),
+        Text(
+            f"Scenario file {s.scenario_file}, repetition {s.repetition}, lab wall time "
+            f"{fmt_seconds(s.wall_s)}. Calibration: {calibration_statement(s.calibration)}."
+        ),
+    ]
+    if s.error:
+        head.append(Text(sentence(f"The scenario did not complete: {s.error}"), "box"))
+    verdicts = verdict_table(s)
+    # the PDF names each clause's requirement once, in its contract section
+    short = Table(
+        [h for i, h in enumerate(verdicts.header) if i != 1],
+        [[c for i, c in enumerate(row) if i != 1] for row in verdicts.rows],
+        verdicts.notes,
+    )
+    out = [
+        Section(f"Scenario {label}", 0, head, anchor=scenario_anchor(run, s), keep=160),
+        Section(
+            "Verdicts",
+            1,
+            [
+                TableBlock(verdicts, views=RECORDS),
+                TableBlock(short, widths(30, 56, 56, 52, 70), views=PDF),
+            ],
+        ),
+        Section("What the client claimed", 1, client_blocks(s), views=RECORDS),
+        Section("What the observers saw", 1, observer_blocks(s)),
+    ]
+    # the PDF's reader finds the passes in its tracing-overhead figures; every pass's row
+    # is in report.md and report.html
+    passes: list[Block] = [TableBlock(pass_table(s), views=RECORDS)]
+    overhead = overhead_table(s)
+    if overhead is not None:
+        passes.append(TableBlock(overhead, views=RECORDS))
+    out.append(Section("Passes", 1, passes))
+    findings: list[Block] = [
+        TableBlock(findings_table(s), views=RECORDS),
+        TableBlock(
+            _not_met(findings_table(s, observed_only=True)),
+            widths(46, 40, 96, 70, 70, 42),
+            views=PDF,
+        ),
+        Text(records_elsewhere(s, label), "note", views=PDF),
+    ]
+    out.append(Section("Calibration findings", 1, findings))
+    lanes = Swimlanes(s.name, s.repetition)
+    out.append(Section("Timeline", 1, [lanes], views=lanes.views))
+    prefix = f"{s.name}/r{s.repetition}/"
+    raw = tuple(sorted(f.path for f in files or [] if f.path.startswith(prefix)))
+    if raw:
+        out.append(Section("Raw evidence", 1, [RawFiles(raw)], views=frozenset(("html",))))
+    return out
+
+
+def client_blocks(s: ScenarioResult) -> list[Block]:
+    return [Text(records_note(s)), TableBlock(client_table(s))]
+
+
+def observer_blocks(s: ScenarioResult) -> list[Block]:
+    blocks: list[Block] = [
+        TableBlock(receiver_table(s), views=RECORDS),
+        TableBlock(decoy_table(s), views=RECORDS),
+        TableBlock(verifier_table(s), code_columns=frozenset({1, 2, 3}), views=RECORDS),
+    ]
+    for name in observer_names(s):
+        if name == "verifier" or not observed_any(s, name):
+            continue
+        blocks.append(TableBlock(observer_summary_table(s, name), views=RECORDS))
+        if name == "bpftrace":
+            for index, block in probe_maps(s):
+                caption = f"bpftrace final map values, invocation {index} (verbatim):"
+                blocks.append(Verbatim(caption, block, views=RECORDS))
+        symbols = top_symbols_table(s) if name == "perf" else None
+        if symbols is not None:
+            blocks.append(TableBlock(symbols, caption="CPU samples by symbol:", views=RECORDS))
+        flows = flows_table(s) if name == "packets" else None
+        if flows is not None:
+            blocks.append(TableBlock(flows, caption="Packet flows:", views=RECORDS))
+    unobserved = unobserved_table(s)
+    if unobserved is not None:
+        caption = "Observers that did not observe this scenario:"
+        blocks.append(TableBlock(unobserved, widths(60, 70), caption=caption, views=RECORDS))
+    return blocks
+
+
+def _not_met(table: Table) -> Table:
+    """The PDF's findings: the expectations not met, the met ones counted in a note."""
+    missed = [row for row in table.rows if row[5] == "NOT MET"]
+    met = len(table.rows) - len(missed)
+    notes = [f"{met} observed expectations met (every row is in report.md)."] if met else []
+    return Table(table.header, missed, notes + table.notes)
+
+
+def _pairs(rows: list[tuple[str, str]], header: tuple[str, str] = ("item", "value")) -> TableBlock:
+    return TableBlock(Table(list(header), [[k, v] for k, v in rows]), widths(130))
+
+
+def evaluation_sections(evaluation: Evaluation) -> list[Section]:
+    blocks: list[Block] = []
+    refusal = evaluation_refusal(evaluation)
+    if refusal:
+        blocks.append(Text(refusal, "box"))
+    blocks.append(_pairs(evaluation_identity(evaluation)))
+    out = [Section("Candidate evaluation", 0, blocks, keep=200)]
+    for title, table, cols in (
+        (
+            "Clauses over the evaluation's repetitions",
+            evaluation_clause_table(evaluation),
+            widths(35, 200, 120),
+        ),
+        ("Timing (untraced)", evaluation_timing_table(evaluation), widths(85, 95, 95, 45, 95)),
+        (
+            "Diagnostics (traced, no threshold)",
+            evaluation_diagnostics_table(evaluation),
+            widths(70, 35, 30, 75, 60, 60, 60),
+        ),
+        (
+            "What was frozen before the candidate ran",
+            evaluation_frozen_files(evaluation),
+            None,
+        ),
+    ):
+        if table is not None:
+            block = TableBlock(table, cols, code_columns=frozenset({1}))
+            out.append(Section(title, 1, [block]))
+    other = evaluation_other_rows(evaluation)
+    if other:
+        out.append(Section("Other recorded fields", 1, [_pairs(other, ("field", "value"))]))
+    return out
+
+
+#: column widths of the campaign's repetitions table (rep, outcome, clauses, time, exit,
+#: patch, digest, timing, why)
+_REPETITION_WIDTHS = (24, 62, 50, 46, 34, 52, 70, 48)
+
+
+def campaign_sections(record: CampaignRecord) -> list[Section]:
+    blocks: list[Block] = [
+        Text(campaign_headline(record), "strong"),
+        Text(CAMPAIGN_EXIT_STATEMENT, "box"),
+        _pairs(campaign_identity(record)),
+    ]
+    out = [Section("Agent campaign", 0, blocks, keep=200)]
+    for title, content in campaign_parts(record):
+        if isinstance(content, Table):
+            cols = widths(*_REPETITION_WIDTHS) if title == "Repetitions" else None
+            out.append(Section(title, 1, [TableBlock(content, cols)]))
+        else:
+            out.append(Section(title, 1, [Bullets(tuple(content))]))
+    return out
+
+
+__all__ = ["View", "campaign_sections", "evaluation_sections", "scenario_sections"]
