@@ -26,12 +26,12 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from lab.campaign.agent import agent_argv
 from lab.campaign.settle import Settings
 from lab.campaign.task import CampaignRequest, Task
 from lab.model.evaluation import FrozenEvaluation
+from lab.model.records import ShardRecord
 from lab.run import shard
 
 #: a campaign's work unit (``shard.unit`` in results.json) and the one name its units carry
@@ -47,7 +47,7 @@ class CampaignShard:
     #: the repetitions (agent runs, from 1) this shard conducts, in order
     indices: list[int]
     #: ``results.json`` → ``shard``
-    record: dict[str, Any]
+    record: ShardRecord
 
     @property
     def run_id(self) -> str:

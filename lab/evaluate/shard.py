@@ -30,11 +30,11 @@ Where the instrument check and the timing rounds happen:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from lab.evaluate.candidate import input_digest
 from lab.evaluate.request import EvaluationRequest
 from lab.model.evaluation import FrozenEvaluation
+from lab.model.records import ShardRecord
 from lab.run import shard
 from lab.workloads.backup.scenario import Scenario
 
@@ -52,7 +52,7 @@ class EvaluationShard:
     #: this shard's (condition, repetition) units, in the order an unsharded run takes them
     units: list[tuple[str, int]]
     #: ``results.json`` → ``shard``
-    record: dict[str, Any]
+    record: ShardRecord
 
     @property
     def run_id(self) -> str:

@@ -29,7 +29,6 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from lab.errors import SigningError
 from lab.evidence.keys import (
@@ -42,6 +41,7 @@ from lab.evidence.keys import (
     key_id_of,
     read_signify_text,
 )
+from lab.model.records import SigningRecord
 
 #: environment variable naming the signing key: a file path, or the key text itself
 KEY_ENV = "LAB_SIGNING_KEY"
@@ -133,7 +133,7 @@ class Signer:
     def key_id(self) -> str:
         return self.public_key.key_id
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> SigningRecord:
         """What reports and ``results.json`` show about the signing key."""
         return {
             "ephemeral": self.is_ephemeral,

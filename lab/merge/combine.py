@@ -167,7 +167,10 @@ def _copy_shard(s: ShardArchive, run_dir: Path, *, first: bool) -> dict[str, Any
         "index": s.spec.index,
         "count": s.spec.count,
         "run_id": s.run.run_id,
-        "units": [u.to_dict(str((s.run.shard or {}).get("unit"))) for u in sorted(s.units)],
+        "units": [
+            u.to_dict(str(s.run.shard.get("unit") if s.run.shard else None))
+            for u in sorted(s.units)
+        ],
         "archive": s.name,
         "sha256": s.sha256,
         "key_id": s.key_id,

@@ -8,6 +8,7 @@ stage lives here; every module of it imports only the model itself.
 | ``run`` | ``RunResult``, ``ScenarioResult``, verdicts, findings, calibration, overhead |
 | ``invocation`` | one pass and its invocations, the sandbox record |
 | ``endpoints`` | the client's claim, the receiver's and decoy's summaries, the verifier's check |
+| ``records`` | run-level objects, typed: shard, concurrency, incomplete, signing |
 | ``read`` | the checks every ``from_dict`` makes reading ``results.json`` back |
 | ``observed`` | each observer's per-invocation summary |
 | ``aggregate`` | a scenario's repetitions aggregated |

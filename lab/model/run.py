@@ -24,6 +24,7 @@ from lab.model.evaluation import Evaluation
 from lab.model.invocation import Invocation, Pass
 from lab.model.observed import Observed
 from lab.model.read import mapping, required
+from lab.model.records import ConcurrencyRecord, IncompleteRecord, ShardRecord, SigningRecord
 from lab.registry import COLLECTOR_NAMES, PROCESS_COLLECTORS
 
 SCHEMA_VERSION = 1
@@ -362,15 +363,15 @@ class RunResult:
     #: set by an agent campaign (``lab.campaign.conduct``)
     campaign: CampaignRecord | None = None
     #: signing identity, filled when the archive is written
-    signing: dict[str, Any] = field(default_factory=dict)
+    signing: SigningRecord | dict[str, Any] = field(default_factory=dict)
     #: a shard's run (``--shard I/N``): index, count, units, the frozen run id (lab.run.shard)
-    shard: dict[str, Any] | None = None
+    shard: ShardRecord | None = None
     #: a merged run (``lab merge``): one record per shard archive it was made of
     shards: list[dict[str, Any]] = field(default_factory=list)
     #: an interrupted run (lab.run.interrupt): ``{"reason": ...}``; never signed or packed
-    incomplete: dict[str, Any] | None = None
+    incomplete: IncompleteRecord | None = None
     #: ``--jobs N``: passes asked and run at once, which ran beside another (lab.run.schedule)
-    concurrency: dict[str, Any] | None = None
+    concurrency: ConcurrencyRecord | None = None
 
     @property
     def calibration(self) -> Calibration:

@@ -15,12 +15,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lab import __version__, resources
 from lab.host.clock import epoch_to_rfc3339
 from lab.host.digest import sha256_file
 from lab.model import RunResult, ScenarioResult
+from lab.model.records import ShardRecord
 from lab.pipeline.stages import (
     REPO,
     Setup,
@@ -96,7 +97,7 @@ def execute(request: RunRequest, *, say: Callable[[str], None]) -> RunOutcome:
     prepared = setup(request.collector, request.packets, archive=request.archive, say=say)
 
     units: list[tuple[str, int]] | None = None
-    shard_record: dict[str, Any] | None = None
+    shard_record: ShardRecord | None = None
     if request.shard is not None:
         run_id, units, shard_record = plan_shard(request, chosen, client)
     else:
@@ -210,7 +211,7 @@ def _make_run_result(
 
 def plan_shard(
     request: RunRequest, chosen: list[Scenario], client: Path
-) -> tuple[str, list[tuple[str, int]], dict[str, Any]]:
+) -> tuple[str, list[tuple[str, int]], ShardRecord]:
     """This shard's run id, its units in run order, and its ``shard`` record. The frozen id
     is ``--run-id`` or a digest of everything that decides what the shards compute."""
     spec = request.shard

@@ -20,6 +20,7 @@ from lab.model import (
     ScenarioResult,
     Verdict,
 )
+from lab.model.records import ConcurrencyRecord
 from lab.reports.table import NOT_RECORDED, Table, fmt, fmt_field, phrase
 
 #: The article's warning, kept as the report's own sentence: the runner's exit status speaks
@@ -251,7 +252,7 @@ def collectors_used(run: RunResult) -> str:
 def concurrency_statement(run: RunResult) -> str:
     """Which passes ran beside another one (``--jobs N``, lab.run.schedule), and so had their
     wall and CPU times measured while another pass shared the cores."""
-    record = run.concurrency or {}
+    record: ConcurrencyRecord | dict[str, Any] = run.concurrency or {}
     overlapped = [
         f"{scenario_label(s, run)} ({p.collector})"
         for s in run.scenarios

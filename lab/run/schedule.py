@@ -34,6 +34,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from lab.model.records import ConcurrencyRecord
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -73,7 +75,7 @@ class Concurrency:
             return f"passes one at a time ({self.why_sequential})"
         return "passes one at a time"
 
-    def to_dict(self, concurrent_passes: int = 0) -> dict[str, Any]:
+    def to_dict(self, concurrent_passes: int = 0) -> ConcurrencyRecord:
         return {
             "jobs_requested": self.requested,
             "jobs": self.jobs,

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lab.errors import UsageError
+from lab.model.records import ShardRecord
 
 #: more shards than this is a configuration mistake, not a cluster
 MAX_SHARDS = 1024
@@ -130,7 +131,7 @@ def shard_run_id(frozen: str, spec: ShardSpec) -> str:
     return f"{frozen}-shard{spec.index}of{spec.count}"
 
 
-def shard_record(spec: ShardSpec, units: Iterable[Unit], frozen: str, kind: str) -> dict[str, Any]:
+def shard_record(spec: ShardSpec, units: Iterable[Unit], frozen: str, kind: str) -> ShardRecord:
     """``results.json`` → ``shard``: which shard this is, its units, the shared run id."""
     return {
         "index": spec.index,
