@@ -12,7 +12,8 @@ Where it runs: the dedicated client user, no capabilities, ``no_new_privs``, a c
 own (killed as a whole at the budget, and whatever outlives the agent's main process is
 killed a second after it exits), a new root holding read-only ``/usr`` and a few files of
 ``/etc``, a writable home and ``/tmp``, its workspace bound writable at its own path and
-made its working directory, and the files its command names (copied into a read-only box).
+made its working directory, and the files its command names, by a relative or an absolute
+path outside ``/usr`` (copied into a read-only box).
 The lab, its scenarios, its run directory and the keys are not there. ``--agent-network
 host`` keeps the machine's network (an agent talks to its model) with the host's
 ``resolv.conf``; ``none`` gives it a namespace with loopback only.
@@ -48,12 +49,24 @@ MOUNTED = Path("/lab/campaign-input/agent")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
+def names_file(word: str, cwd: Path) -> Path | None:
+    """The regular file a word of the agent command names and the sandbox would not show
+    as it is: relative to ``cwd`` (``my-agent.sh``) or absolute (``/home/me/agent.sh``,
+    what people type), but not under ``/usr`` (the sandbox shows ``/usr`` read-only, so
+    ``/bin/true`` stays as it is). None for options, directories and anything else."""
+    if not word or word.startswith("-"):
+        return None
+    path = (cwd / word).resolve()
+    if not path.is_file() or path.is_relative_to("/usr"):
+        return None
+    return path
+
+
 def agent_argv(command: str, box: Path, *, cwd: Path) -> tuple[list[str], dict[str, str]]:
     """The agent command as ``sh -c`` in the sandbox. Each word of it that names a regular
-    file relative to ``cwd`` (``my-agent.sh``), or one under :data:`MOUNTED` (where the lab
-    image finds them), is copied into ``box`` (read-only in the sandbox) and the word is
-    rewritten to that copy; other absolute paths are left as they are (only ``/usr`` is
-    visible there). Returns the argv and each copied file's name -> SHA-256."""
+    file (:func:`names_file`: relative or absolute, outside ``/usr``) is copied into
+    ``box`` (read-only in the sandbox) and the word is rewritten to that copy; other words
+    are left as they are. Returns the argv and each copied file's name -> SHA-256."""
     try:
         words = shlex.split(command)
     except ValueError as error:
@@ -63,9 +76,8 @@ def agent_argv(command: str, box: Path, *, cwd: Path) -> tuple[list[str], dict[s
     files: dict[str, str] = {}
     rewritten = []
     for word in words:
-        path = (cwd / word).resolve()
-        named = not word.startswith("/") or path.is_relative_to(MOUNTED)
-        if not word.startswith("-") and named and path.is_file():
+        path = names_file(word, cwd)
+        if path is not None:
             dest = box / path.name
             if path.name in files and dest.read_bytes() != path.read_bytes():
                 raise CampaignError(

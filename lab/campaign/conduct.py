@@ -26,7 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from lab.campaign import workspace
-from lab.campaign.agent import MOUNTED, agent_argv, cell_dirs, run_agent, sandboxed_make
+from lab.campaign.agent import (
+    MOUNTED,
+    agent_argv,
+    cell_dirs,
+    names_file,
+    run_agent,
+    sandboxed_make,
+)
 from lab.campaign.model import AgentRecord, CampaignRecord, Outcome, PatchRecord, RepetitionRecord
 from lab.campaign.outcome import after_judging, before_judging, speed_met
 from lab.campaign.records import agent_record, dependencies, native_record
@@ -254,7 +261,7 @@ class _Campaign:
                 stderr=rep_dir / "agent.stderr",
                 echo=self.echo,
             )
-            agent = agent_record(ran)
+            agent = agent_record(ran, rep_dir / "agent.stderr")
             self.say(
                 f"Repetition {index}: the agent "
                 + (
@@ -412,8 +419,8 @@ def _in_image(request: CampaignRequest) -> CampaignOutcome:
     mounts.append((task_host, f"/lab/campaign-input/{task_host.name}"))
     words = []
     for word in shlex.split(request.agent_cmd):
-        path = Path(word).resolve()
-        if not word.startswith(("-", "/")) and path.is_file():
+        path = names_file(word, Path.cwd())
+        if path is not None:
             inside = f"{MOUNTED}/{path.name}"
             mounts.append((path, inside))
             word = inside

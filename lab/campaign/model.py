@@ -102,6 +102,13 @@ class AgentRecord:
     sandbox_error: str | None
     stdout_bytes: int
     stderr_bytes: int
+    #: the end of agent.stderr when the agent exited non-zero or could not start (what the
+    #: console says beside the outcome, "sh: 0: cannot open ..."); None otherwise
+    stderr_tail: str | None = None
+
+    @property
+    def crashed(self) -> bool:
+        return self.sandbox_error is not None or self.exit_status != 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -113,6 +120,7 @@ class AgentRecord:
             "sandbox_error": self.sandbox_error,
             "stdout_bytes": self.stdout_bytes,
             "stderr_bytes": self.stderr_bytes,
+            "stderr_tail": self.stderr_tail,
             "stdout": "agent.stdout",
             "stderr": "agent.stderr",
         }
