@@ -354,9 +354,12 @@ def _add_campaign(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     cp.add_argument(
         "--agent-network",
-        choices=("host", "none"),
-        default="host",
-        help="the agent's network: host (default; agents talk to a model) or none",
+        action="append",
+        default=None,
+        help="the agent's network: host (default; unwitnessed), none, or model=HOST:PORT "
+        "(repeatable): a namespace of its own whose only way out is a forwarder to each "
+        "endpoint, which answers at the same HOST:PORT inside; its packets and connections "
+        "are witnessed (clause A1 egress)",
     )
     cp.add_argument(
         "--agent-env",

@@ -35,8 +35,12 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from lab.campaign.egress import parse_network
+from lab.campaign.forward import EgressWitness
+from lab.campaign.model import RepetitionRecord
 from lab.errors import CampaignError
 from lab.evaluate.candidate import MakeRunner
+from lab.host import procs
 from lab.sandbox import Outcome, Sandbox
 from lab.sandbox import netns as netns_mod
 from lab.sandbox.jail import JailSpec, jail_argv, resolv_conf_text
@@ -140,17 +144,22 @@ def run_agent(
     echo: Callable[[str], None],
     label: str = "agent",
     env: tuple[tuple[str, str], ...] = (),
+    witness: EgressWitness | None = None,
 ) -> Outcome:
     """``label`` names the cgroup and the command log's entry (``agent``, or ``build`` when
-    the candidate's ``make`` runs here too)."""
+    the candidate's ``make`` runs here too). With ``witness`` (``--agent-network
+    model=HOST:PORT``) the agent gets a namespace of its own whose only way out is the
+    witness's forwarders; its record is ``witness.record`` once this returns."""
     group = sandbox.run_group.invocation(f"{label}-r{repetition}")
     namespace: netns_mod.NetworkNamespace | None = None
     try:
-        if network == "none":
+        if network == "none" or witness is not None:
             namespace = netns_mod.NetworkNamespace(
                 netns_mod.name_for(f"{label}-r{repetition}"), log=sandbox.log
             )
             namespace.create()
+            if witness is not None:
+                witness.open(namespace)
             (box / "resolv.conf").write_text(resolv_conf_text(), encoding="ascii")
             resolv = box / "resolv.conf"
         else:
@@ -193,6 +202,8 @@ def run_agent(
         group.kill()
         with contextlib.suppress(OSError):
             group.remove()
+        if witness is not None and witness.forwarders:
+            witness.close()
         if namespace is not None:
             namespace.delete()
 
@@ -239,3 +250,31 @@ def sandboxed_make(sandbox: Sandbox, repetition: int, tree: Path) -> MakeRunner:
         return (None if ran.timed_out else ran.exit_status), ran.timed_out
 
     return run
+
+
+def egress_witness(
+    network: str, rep_dir: Path, run_dir: Path, log: procs.CommandLog
+) -> EgressWitness | None:
+    """The witness of a repetition's network when ``--agent-network model=HOST:PORT``."""
+    endpoints = parse_network(network)
+    if not endpoints:
+        return None
+    return EgressWitness(endpoints, out_dir=rep_dir / "egress", run_dir=run_dir, log=log)
+
+
+def egress_line(rep: RepetitionRecord) -> str:
+    """The console's line about a witnessed network (wording only: figures are stored)."""
+    e = rep.egress
+    if e is None:
+        return f"Repetition {rep.index}: A1 egress not-observed (the network was not witnessed)"
+    tokens = e.tokens()
+    shown = (
+        "tokens not reported"
+        if tokens is None
+        else (f"{tokens['prompt']} prompt + {tokens['completion']} completion tokens")
+    )
+    requests = "?" if e.model_requests is None else str(e.model_requests)
+    return (
+        f"Repetition {rep.index}: A1 egress {e.verdict} — {e.why}; {len(e.connections)} "
+        f"connection(s) forwarded, {requests} model request(s), {shown} ({e.readable_words()})"
+    )

@@ -15,6 +15,7 @@ repetition is the verified result of its candidate, never the agent's own exit s
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -30,6 +31,8 @@ from lab.campaign.agent import (
     MOUNTED,
     agent_argv,
     cell_dirs,
+    egress_line,
+    egress_witness,
     names_file,
     run_agent,
     sandboxed_make,
@@ -241,6 +244,7 @@ class _Campaign:
                 + "\n"
             )
             argv, _ = agent_argv(self.request.agent_cmd, box, cwd=Path.cwd())
+            witness = egress_witness(self.request.agent_network, rep_dir, self.run_dir, self.log)
             self.say(
                 f"Repetition {index}/{self.settings.repetitions}: the agent starts in a fresh "
                 f"workspace (baseline {ws.baseline_commit[:12]}, budget "
@@ -260,6 +264,7 @@ class _Campaign:
                 stdout=rep_dir / "agent.stdout",
                 stderr=rep_dir / "agent.stderr",
                 echo=self.echo,
+                witness=witness,
             )
             agent = agent_record(ran, rep_dir / "agent.stderr")
             self.say(
@@ -283,6 +288,9 @@ class _Campaign:
                 problem=capture.problem,
             )
             rep = self._judge(index, rep_dir, ws.baseline_commit, agent, patch, conditions)
+            if witness is not None:
+                rep = dataclasses.replace(rep, egress=witness.record)
+                self.say(egress_line(rep))
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         (rep_dir / "repetition.json").write_text(

@@ -14,6 +14,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from lab import intervals
+from lab.campaign.egress import EgressRecord, Verdict
 from lab.evaluate.model import Evaluation
 
 Outcome = Literal["met", "failed", "build-failed", "no-change", "timed-out", "agent-crashed"]
@@ -87,6 +89,14 @@ NOT_PROVEN: tuple[str, ...] = (
     "Changes outside native/ are recorded in the patch but never built or judged.",
     "k of N says how often this agent met this task with this budget here; N repetitions "
     "bound, but do not measure exactly, how often it would on the next try.",
+)
+
+
+#: pass@k and pass^k are given for k = 1 … min(N, this)
+PASS_K_MAX = 10
+PASS_HAT_K_ESTIMATOR = (
+    "C(c,k)/C(n,k): the chance that k repetitions drawn without replacement from the n run "
+    "all met the task (an unbiased estimate of p^k); pass@k is 1 - C(n-c,k)/C(n,k)"
 )
 
 
@@ -166,6 +176,14 @@ class RepetitionRecord:
     #: candidate median / baseline median of the task's speed metric (or first backup wall)
     timing_ratio: float | None = None
     speed_met: bool | None = None
+    #: what the agent's network showed (``--agent-network model=HOST:PORT``); None when
+    #: it was not witnessed (host or none)
+    egress: EgressRecord | None = None
+
+    @property
+    def agent_verdicts(self) -> dict[str, Verdict]:
+        """The agent's own clauses: A1 egress (not-observed unless its network was witnessed)."""
+        return {"A1": "not-observed" if self.egress is None else self.egress.verdict}
 
     @property
     def duration_s(self) -> float:
@@ -180,6 +198,10 @@ class RepetitionRecord:
             "duration_s": self.duration_s,
             "patch_sha256": None if self.patch is None else self.patch.sha256,
             "timing_ratio": self.timing_ratio,
+            "agent_verdicts": self.agent_verdicts,
+            "model_requests": None if self.egress is None else self.egress.model_requests,
+            "tokens": None if self.egress is None else self.egress.tokens(),
+            "escalation": None,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -193,6 +215,7 @@ class RepetitionRecord:
             "patch": None if self.patch is None else self.patch.to_dict(),
             "speed_met": self.speed_met,
             "evaluation": None if self.evaluation is None else self.evaluation.to_dict(),
+            "egress": None if self.egress is None else self.egress.to_dict(),
         }
 
 
@@ -247,6 +270,43 @@ class CampaignRecord:
             for c in self.task.get("clauses", CLAUSES)
         }
 
+    def interval(self, k: int | None = None) -> list[float] | None:
+        """The 95 % interval (:data:`lab.intervals.METHOD`) for ``k`` (default: met) of the
+        repetitions run; None before any ran."""
+        if not self.total:
+            return None
+        return list(intervals.interval(self.met if k is None else k, self.total))
+
+    def upper_bound(self) -> float | None:
+        """The one-sided 95 % upper bound on the true rate ("0 of 3 is compatible with a
+        true rate up to 63 %")."""
+        return intervals.upper_bound(self.met, self.total) if self.total else None
+
+    def lower_bound(self) -> float | None:
+        """The one-sided 95 % lower bound ("3 of 3: at least 37 %")."""
+        return intervals.lower_bound(self.met, self.total) if self.total else None
+
+    def pass_estimates(self) -> dict[str, dict[str, float]]:
+        """pass@k and pass^k for k = 1 … N (at most :data:`PASS_K_MAX`), keyed by k."""
+        n, c = self.total, self.met
+        ks = range(1, min(n, PASS_K_MAX) + 1)
+        return {
+            "pass_at_k": {str(k): intervals.pass_at_k(n=n, c=c, k=k) for k in ks},
+            "pass_hat_k": {str(k): intervals.pass_hat_k(n=n, c=c, k=k) for k in ks},
+        }
+
+    def statistics(self) -> dict[str, Any]:
+        """The figures beside k of N, as ``--json`` and results.json carry them."""
+        return {
+            "interval": self.interval(),
+            "interval_method": intervals.METHOD,
+            "interval_confidence": intervals.CONFIDENCE,
+            "upper_bound_one_sided": self.upper_bound(),
+            "lower_bound_one_sided": self.lower_bound(),
+            **self.pass_estimates(),
+            "pass_hat_k_estimator": PASS_HAT_K_ESTIMATOR,
+        }
+
     def duration_spread(self) -> dict[str, float] | None:
         values = [r.duration_s for r in self.repetitions]
         if not values:
@@ -277,10 +337,19 @@ class CampaignRecord:
             "baseline": dict(self.baseline),
             "outcomes": self.outcome_counts(),
             "clauses": {
-                c: {"met": k, "total": self.total} for c, k in self.clause_counts().items()
+                c: {"met": k, "total": self.total, "interval": self.interval(k)}
+                for c, k in self.clause_counts().items()
             },
+            **self.statistics(),
             "duration_s": self.duration_spread(),
             "repetitions": [r.to_dict() for r in self.repetitions],
             "evidence": [{"item": item, "where": where} for item, where in EVIDENCE],
             "not_proven": list(NOT_PROVEN),
         }
+
+
+def campaign_statistics(record: CampaignRecord | None) -> dict[str, Any]:
+    """The statistics of ``lab campaign --json`` (null figures when no campaign ran here)."""
+    if record is None:
+        return {"interval": None, "interval_method": intervals.METHOD}
+    return record.statistics()

@@ -112,7 +112,8 @@ class CampaignRequest:
     repetitions: int | None = None
     budget_s: float | None = None
     require: int | None = None
-    agent_network: AgentNetwork = "host"
+    #: host, none, or model=HOST:PORT[,model=HOST:PORT...] (lab.campaign.egress)
+    agent_network: str = "host"
     #: names of variables of the lab's environment handed to the agent (its model's key,
     #: say): recorded by name, never by value
     agent_env: tuple[str, ...] = ()

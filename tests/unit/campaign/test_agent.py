@@ -129,5 +129,7 @@ def test_an_agent_that_cannot_start_says_why(tmp_path: Path) -> None:
     assert early is not None and early[0] == "agent-crashed"
     assert "cannot open /nowhere/agent.sh" in early[1]
     # an agent that exited 0 is not quoted
-    ok = agent_record(Outcome(exit_status=0, timed_out=False, wall_s=1, cpu_s=None, main_pid=7), stderr)
+    ok = agent_record(
+        Outcome(exit_status=0, timed_out=False, wall_s=1, cpu_s=None, main_pid=7), stderr
+    )
     assert ok.stderr_tail is None
