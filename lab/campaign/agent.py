@@ -37,7 +37,7 @@ from pathlib import Path
 
 from lab.campaign.egress import parse_network
 from lab.campaign.forward import EgressWitness
-from lab.campaign.model import RepetitionRecord
+from lab.campaign.watch import ProcessWitness
 from lab.errors import CampaignError
 from lab.evaluate.candidate import MakeRunner
 from lab.host import procs
@@ -145,11 +145,14 @@ def run_agent(
     label: str = "agent",
     env: tuple[tuple[str, str], ...] = (),
     witness: EgressWitness | None = None,
+    processes: ProcessWitness | None = None,
 ) -> Outcome:
     """``label`` names the cgroup and the command log's entry (``agent``, or ``build`` when
     the candidate's ``make`` runs here too). With ``witness`` (``--agent-network
     model=HOST:PORT``) the agent gets a namespace of its own whose only way out is the
-    witness's forwarders; its record is ``witness.record`` once this returns."""
+    witness's forwarders; its record is ``witness.record`` once this returns. With
+    ``processes`` every exec of the agent's cgroup is traced and its HOME and /tmp listed
+    afterwards (``processes.record``)."""
     group = sandbox.run_group.invocation(f"{label}-r{repetition}")
     namespace: netns_mod.NetworkNamespace | None = None
     try:
@@ -180,6 +183,8 @@ def run_agent(
             workdir=workspace,
             extra_env=(*env, ("LAB_REPETITION", str(repetition)), ("LAB_TASK", "TASK.md")),
         )
+        if processes is not None:
+            processes.open(group.v2)
         out = LineEcho(f"[r{repetition}]", echo)
         err = LineEcho(f"[r{repetition} err]", echo)
         outcome = supervise(
@@ -202,6 +207,8 @@ def run_agent(
         group.kill()
         with contextlib.suppress(OSError):
             group.remove()
+        if processes is not None:
+            processes.close(home=home, tmp=tmp)
         if witness is not None and witness.forwarders:
             witness.close()
         if namespace is not None:
@@ -260,21 +267,3 @@ def egress_witness(
     if not endpoints:
         return None
     return EgressWitness(endpoints, out_dir=rep_dir / "egress", run_dir=run_dir, log=log)
-
-
-def egress_line(rep: RepetitionRecord) -> str:
-    """The console's line about a witnessed network (wording only: figures are stored)."""
-    e = rep.egress
-    if e is None:
-        return f"Repetition {rep.index}: A1 egress not-observed (the network was not witnessed)"
-    tokens = e.tokens()
-    shown = (
-        "tokens not reported"
-        if tokens is None
-        else (f"{tokens['prompt']} prompt + {tokens['completion']} completion tokens")
-    )
-    requests = "?" if e.model_requests is None else str(e.model_requests)
-    return (
-        f"Repetition {rep.index}: A1 egress {e.verdict} — {e.why}; {len(e.connections)} "
-        f"connection(s) forwarded, {requests} model request(s), {shown} ({e.readable_words()})"
-    )

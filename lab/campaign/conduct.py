@@ -31,7 +31,6 @@ from lab.campaign.agent import (
     MOUNTED,
     agent_argv,
     cell_dirs,
-    egress_line,
     egress_witness,
     names_file,
     run_agent,
@@ -43,6 +42,7 @@ from lab.campaign.records import agent_record, dependencies, native_record
 from lab.campaign.settle import Settings, evaluation_options, settle
 from lab.campaign.shard import CampaignShard, plan_shard
 from lab.campaign.task import CampaignRequest, Task, load_task
+from lab.campaign.watch import ProcessWitness
 from lab.errors import CampaignError
 from lab.evaluate.candidate import BUILD_TIMEOUT_S, build, prepare
 from lab.evaluate.judge import check_instrument, freeze, judge_built
@@ -52,6 +52,7 @@ from lab.evidence.archive import ArchiveInfo
 from lab.host import identity, procs
 from lab.host.clock import epoch_to_rfc3339
 from lab.model import RunResult, ScenarioResult
+from lab.reports.campaign_watch import watched_lines
 from lab.run import scenario
 from lab.run.options import check_client
 from lab.run.orchestrate import (
@@ -245,6 +246,9 @@ class _Campaign:
             )
             argv, _ = agent_argv(self.request.agent_cmd, box, cwd=Path.cwd())
             witness = egress_witness(self.request.agent_network, rep_dir, self.run_dir, self.log)
+            processes = ProcessWitness(
+                out_dir=rep_dir / "processes", log=self.log, task=self.task.to_dict()
+            )
             self.say(
                 f"Repetition {index}/{self.settings.repetitions}: the agent starts in a fresh "
                 f"workspace (baseline {ws.baseline_commit[:12]}, budget "
@@ -265,6 +269,7 @@ class _Campaign:
                 stderr=rep_dir / "agent.stderr",
                 echo=self.echo,
                 witness=witness,
+                processes=processes,
             )
             agent = agent_record(ran, rep_dir / "agent.stderr")
             self.say(
@@ -288,9 +293,13 @@ class _Campaign:
                 problem=capture.problem,
             )
             rep = self._judge(index, rep_dir, ws.baseline_commit, agent, patch, conditions)
-            if witness is not None:
-                rep = dataclasses.replace(rep, egress=witness.record)
-                self.say(egress_line(rep))
+            rep = dataclasses.replace(
+                rep,
+                egress=None if witness is None else witness.record,
+                processes=processes.record,
+            )
+            for line in watched_lines(rep):
+                self.say(line)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         (rep_dir / "repetition.json").write_text(

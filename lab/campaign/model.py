@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from lab import intervals
 from lab.campaign.egress import EgressRecord, Verdict
+from lab.campaign.processes import ProcessRecord
 from lab.evaluate.model import Evaluation
 
 Outcome = Literal["met", "failed", "build-failed", "no-change", "timed-out", "agent-crashed"]
@@ -112,6 +113,10 @@ class AgentRecord:
     sandbox_error: str | None
     stdout_bytes: int
     stderr_bytes: int
+    #: what the kernel reported for the agent's cgroup (CPU, peak memory, pids; a figure
+    #: not kept here is None) and the processes still there when its main process exited
+    cgroup: dict[str, Any] | None = None
+    lingering: tuple[dict[str, Any], ...] = ()
     #: the end of agent.stderr when the agent exited non-zero or could not start (what the
     #: console says beside the outcome, "sh: 0: cannot open ..."); None otherwise
     stderr_tail: str | None = None
@@ -131,6 +136,8 @@ class AgentRecord:
             "stdout_bytes": self.stdout_bytes,
             "stderr_bytes": self.stderr_bytes,
             "stderr_tail": self.stderr_tail,
+            "cgroup": self.cgroup,
+            "lingering": [dict(p) for p in self.lingering],
             "stdout": "agent.stdout",
             "stderr": "agent.stderr",
         }
@@ -179,6 +186,8 @@ class RepetitionRecord:
     #: what the agent's network showed (``--agent-network model=HOST:PORT``); None when
     #: it was not witnessed (host or none)
     egress: EgressRecord | None = None
+    #: every exec of the agent's cgroup, what it left, its verification runs
+    processes: ProcessRecord | None = None
 
     @property
     def agent_verdicts(self) -> dict[str, Verdict]:
@@ -216,6 +225,7 @@ class RepetitionRecord:
             "speed_met": self.speed_met,
             "evaluation": None if self.evaluation is None else self.evaluation.to_dict(),
             "egress": None if self.egress is None else self.egress.to_dict(),
+            "processes": None if self.processes is None else self.processes.to_dict(),
         }
 
 

@@ -65,6 +65,8 @@ def agent_record(ran: SandboxOutcome, stderr: Path | None = None) -> AgentRecord
         stdout_bytes=0 if ran.stdout is None else ran.stdout.total_bytes,
         stderr_bytes=0 if ran.stderr is None else ran.stderr.total_bytes,
         stderr_tail=stderr_tail(stderr) if failed and stderr is not None else None,
+        cgroup=None if ran.stats is None else ran.stats.to_dict(),
+        lingering=tuple(p.to_dict() for p in ran.lingering),
     )
 
 

@@ -111,13 +111,42 @@ def test_the_absolute_agent_path_was_copied_and_the_document_has_intervals(
     assert document["pass_at_k"] == {"1": 1.0, "2": 1.0}
 
 
+def test_every_exec_the_verification_runs_and_what_was_left(
+    witnessed: tuple[dict[str, Any], Path, ModelStub, str],
+) -> None:
+    _, run_dir, _, human = witnessed
+    record = json.loads((run_dir / "repetitions" / "r1" / "repetition.json").read_text())
+    processes = record["processes"]
+    assert processes["error"] is None and processes["exec_count"] >= 3
+    programs = [e["argv"][0].rsplit("/", 1)[-1] for e in processes["execs"]]
+    assert "make" in programs and "sleep" in programs and "cc" in programs
+    assert processes["verification"] == [
+        {"command": "make -C native", "runs": 1, "exit_statuses": [0]}
+    ]
+    python = next(e for e in processes["execs"] if e["argv"][-2:] == [str(AGENT.name), "1"]
+                  or "model-agent.py" in " ".join(e["argv"]))  # fmt: skip
+    assert python["exit_status"] == 0 and python["end_s"] >= python["start_s"]
+    left = processes["left"]
+    assert {"path": "notes.txt", "type": "file", "bytes": 13} in left["home"]
+    assert {"path": "scratch.txt", "type": "file", "bytes": 8} in left["tmp"]
+    agent = record["agent"]
+    assert agent["lingering_count"] >= 1 and agent["contained"] is True
+    assert any("sleep" in " ".join(p["argv"]) for p in agent["lingering"])
+    assert agent["cgroup"]["cpu_usage_s"] is not None
+    assert "make -C native ran 1× (exit 0)" in human
+    assert (run_dir / "repetitions" / "r1" / "processes" / "exec.txt").is_file()
+    report = (run_dir / "report.md").read_text()
+    assert "What the agent did" in report
+
+
 def test_nothing_the_agent_started_outlives_its_repetition(
     witnessed: tuple[dict[str, Any], Path, ModelStub, str],
 ) -> None:
-    left = subprocess.run(
-        ["pgrep", "-u", "lab-client", "-f", "model-agent.py"], capture_output=True, text=True
-    )
-    assert left.stdout.strip() == ""
+    for pattern in ("model-agent.py", "sleep 313"):
+        left = subprocess.run(
+            ["pgrep", "-u", "lab-client", "-f", pattern], capture_output=True, text=True
+        )
+        assert left.stdout.strip() == "", f"{pattern!r} outlived its repetition"
     import os
 
     mine = [p.name for p in NETNS_DIR.glob(f"lab-{os.getpid()}-agent-*")]

@@ -6,13 +6,17 @@ Usage: python3 model-agent.py HOST:PORT [only|stray|alternate]
 address (loopback, the model's port + 1), a DNS lookup and a raw socket, and prints what
 happened to each (A1 fail: the capture sees the connect and the lookup; the raw socket is
 refused by the kernel without CAP_NET_RAW and leaves no packet). ``alternate``: ``only`` in
-odd repetitions (LAB_REPETITION), ``stray`` in even ones. Expected outcome: met.
+odd repetitions (LAB_REPETITION), ``stray`` in even ones. Either way it then builds
+(``make -C native``, the task's check), leaves a file in HOME and one in /tmp, and a
+``sleep 313`` running in the background when it exits (the lab must kill it with its
+cgroup). Expected outcome: met.
 """
 
 import json
 import os
 import re
 import socket
+import subprocess
 import sys
 import urllib.request
 from pathlib import Path
@@ -63,3 +67,9 @@ text = re.sub(
 )
 header.write_text(text)
 print("applied what the model said", flush=True)
+built = subprocess.run(["make", "-C", "native"], stdout=subprocess.DEVNULL, check=False)
+print(f"make -C native: {built.returncode}", flush=True)
+Path(os.environ.get("HOME", "/tmp"), "notes.txt").write_text("what I tried\n")
+Path("/tmp/scratch.txt").write_text("scratch\n")
+subprocess.Popen(["sleep", "313"], start_new_session=True)
+print("left a sleep behind", flush=True)
