@@ -17,8 +17,9 @@ from lab.campaign.watch import list_left
 
 
 def row(*argv: str, status: int | None = 0) -> ExecRow:
+    signal = None if status is not None else 9
     return ExecRow(pid=1, parent=0, path=f"/usr/bin/{argv[0]}", argv=argv, start_s=0.0,
-                   end_s=1.0, exit_status=status, signal=None if status is not None else 9)  # fmt: skip
+                   end_s=1.0, exit_status=status, signal=signal)  # fmt: skip
 
 
 def test_verification_runs_and_their_exit_statuses() -> None:
