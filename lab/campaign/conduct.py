@@ -41,6 +41,7 @@ from lab.campaign.outcome import after_judging, before_judging, speed_met
 from lab.campaign.records import agent_record, dependencies, native_record
 from lab.campaign.settle import Settings, evaluation_options, settle
 from lab.campaign.shard import CampaignShard, plan_shard
+from lab.campaign.snapshots import SnapshotJudge, Snapshotter, judge_trajectory
 from lab.campaign.task import CampaignRequest, Task, load_task
 from lab.campaign.watch import ProcessWitness
 from lab.errors import CampaignError
@@ -249,6 +250,8 @@ class _Campaign:
             processes = ProcessWitness(
                 out_dir=rep_dir / "processes", log=self.log, task=self.task.to_dict()
             )
+            shots = Snapshotter(ws, scratch, log=self.log)
+            shots.start()
             self.say(
                 f"Repetition {index}/{self.settings.repetitions}: the agent starts in a fresh "
                 f"workspace (baseline {ws.baseline_commit[:12]}, budget "
@@ -271,6 +274,7 @@ class _Campaign:
                 witness=witness,
                 processes=processes,
             )
+            taken = shots.stop()
             agent = agent_record(ran, rep_dir / "agent.stderr")
             self.say(
                 f"Repetition {index}: the agent "
@@ -293,10 +297,15 @@ class _Campaign:
                 problem=capture.problem,
             )
             rep = self._judge(index, rep_dir, ws.baseline_commit, agent, patch, conditions)
+            self.say(f"Repetition {index}: judging the trajectory ({len(taken)} snapshot(s))")
+            trajectory = judge_trajectory(
+                shots, taken, rep_dir / "trajectory", self._judge_snapshot(index, conditions)
+            )
             rep = dataclasses.replace(
                 rep,
                 egress=None if witness is None else witness.record,
                 processes=processes.record,
+                trajectory=trajectory,
             )
             for line in watched_lines(rep):
                 self.say(line)
@@ -375,6 +384,32 @@ class _Campaign:
             timing_ratio=ratio,
             speed_met=speed_met(speed, ratio),
         )
+
+    def _judge_snapshot(self, index: int, conditions: list[scenario.Scenario]) -> SnapshotJudge:
+        """A snapshot's native.patch built and judged like the final result (sandboxed, no
+        network), untimed; its evidence in the snapshot's directory."""
+
+        def judge(patch: Path, where: Path) -> tuple[str, dict[str, str]]:
+            assert self.prepared.sandbox is not None
+            with tempfile.TemporaryDirectory(prefix="lab-snapshot-") as tmp:
+                candidate = prepare("patch", patch, Path(tmp), self.log)
+                maker = sandboxed_make(self.prepared.sandbox, index, candidate.workspace)
+                build(candidate, self.log, where / "candidate", make_runner=maker)
+                if candidate.binary is None:
+                    return "build-failed", {}
+                record = Evaluation(
+                    frozen=self.frozen, candidate=candidate.describe(), status="fail"
+                )
+                (where / "judged").mkdir()
+                _, results = judge_built(
+                    self.settings.evaluation, record, candidate.binary, self.prepared,
+                    where / "judged", conditions, lambda _: None,
+                    untimed="not timed: a snapshot of the trajectory",
+                )  # fmt: skip
+            failed = failed_clauses(results)
+            return "judged", {c: "fail" if c in failed else "pass" for c in self.task.clauses}
+
+        return judge
 
     def _finish(
         self,

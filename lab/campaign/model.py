@@ -17,6 +17,7 @@ from typing import Any, Literal
 from lab import intervals
 from lab.campaign.egress import EgressRecord, Verdict
 from lab.campaign.processes import ProcessRecord
+from lab.campaign.trajectory import TrajectoryRecord
 from lab.evaluate.model import Evaluation
 
 Outcome = Literal["met", "failed", "build-failed", "no-change", "timed-out", "agent-crashed"]
@@ -188,6 +189,8 @@ class RepetitionRecord:
     egress: EgressRecord | None = None
     #: every exec of the agent's cgroup, what it left, its verification runs
     processes: ProcessRecord | None = None
+    #: the workspace over time, each distinct snapshot judged
+    trajectory: TrajectoryRecord | None = None
 
     @property
     def agent_verdicts(self) -> dict[str, Verdict]:
@@ -226,6 +229,7 @@ class RepetitionRecord:
             "evaluation": None if self.evaluation is None else self.evaluation.to_dict(),
             "egress": None if self.egress is None else self.egress.to_dict(),
             "processes": None if self.processes is None else self.processes.to_dict(),
+            "trajectory": None if self.trajectory is None else self.trajectory.to_dict(),
         }
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from lab.campaign.model import EVIDENCE, NOT_PROVEN, PASS_HAT_K_ESTIMATOR, CampaignRecord
 from lab.intervals import METHOD, percent
-from lab.reports.campaign_watch import agent_table
+from lab.reports.campaign_watch import agent_table, trajectory_table
 from lab.reports.repetitions import repetition_wording
 from lab.reports.table import Table
 
@@ -205,6 +205,7 @@ def campaign_sections(record: CampaignRecord) -> list[tuple[str, Table | list[st
         ("Repetitions", repetition_table(record)),
         ("Aggregate", aggregate_table(record)),
         ("What the agent did", agent_table(record)),
+        ("Trajectories", trajectory_table(record)),
         ("Evidence of every agent run", evidence_table()),
         ("What this campaign does not prove", list(NOT_PROVEN)),
     ]

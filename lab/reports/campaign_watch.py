@@ -13,6 +13,7 @@ from typing import Any
 
 from lab.campaign.model import CampaignRecord, RepetitionRecord
 from lab.campaign.processes import verification_words
+from lab.campaign.trajectory import JudgedSnapshot
 from lab.reports.table import Table
 
 
@@ -74,11 +75,60 @@ def process_words(rep: RepetitionRecord) -> str:
     )
 
 
+def _shot(j: JudgedSnapshot) -> str:
+    if j.status != "judged":
+        return f"s{j.index} {j.status}"
+    failed = [c for c, v in j.clauses.items() if v != "pass"]
+    return f"s{j.index} " + ("all pass" if not failed else "fails " + ",".join(failed))
+
+
+def trajectory_words(rep: RepetitionRecord) -> str:
+    t = rep.trajectory
+    if t is None:
+        return "trajectory not recorded"
+    shown = "; ".join(_shot(j) for j in t.judged) or "nothing changed"
+    regressions = ", ".join(f"{c} (passed s{a}, failed s{b})" for c, a, b in t.regressions)
+    plateau = "" if t.plateau_at is None else (
+        f"; plateau at s{t.plateau_at} ({t.plateau_k} judged snapshots without a new pass)"
+    )  # fmt: skip
+    limit = "" if t.limit is None else f" ({t.limit})"
+    return (
+        f"trajectory: {t.taken} snapshot(s), {t.distinct} distinct{limit}: {shown}"
+        + (f"; regression: {regressions}" if regressions else "")
+        + plateau
+    )
+
+
 def watched_lines(rep: RepetitionRecord) -> list[str]:
     return [
         f"Repetition {rep.index}: {network_words(rep)}",
         f"Repetition {rep.index}: {process_words(rep)}",
+        f"Repetition {rep.index}: {trajectory_words(rep)}",
     ]
+
+
+def trajectory_table(record: CampaignRecord) -> Table:
+    clauses = list(record.task.get("clauses", []))
+    rows = []
+    for rep in record.repetitions:
+        for j in () if rep.trajectory is None else rep.trajectory.judged:
+            marks = [*(f"new pass {c}" for c in j.new_passes),
+                     *(f"REGRESSION {c}" for c in j.regressions),
+                     *(["plateau"] if j.plateau else [])]  # fmt: skip
+            rows.append(
+                [str(rep.index), f"s{j.index}", f"{j.at_s:.1f} s", j.status,
+                 *(j.clauses.get(c, "—") for c in clauses), "; ".join(marks) or "—"]
+            )  # fmt: skip
+    return Table(
+        ["rep", "snapshot", "at", "status", *clauses, "marks"],
+        rows,
+        notes=[
+            "Each distinct state of the workspace (polled while the agent worked, committed "
+            "to the lab's own git directory, in final.bundle) judged afterwards like the "
+            "final result, untimed, at most 6 per repetition. A regression is a clause that "
+            "passed and then failed; a plateau, judged snapshots in a row with no new pass.",
+        ],
+    )
 
 
 def agent_table(record: CampaignRecord) -> Table:

@@ -159,3 +159,37 @@ def test_an_agent_that_cannot_start_says_why_on_the_console(tmp_path: Path) -> N
     )
     assert code == 1 and document["repetitions"][0]["outcome"] == "agent-crashed"
     assert "cannot open /nowhere/agent.sh" in human
+
+
+def test_the_trajectory_marks_the_regression_and_the_plateau(tmp_path: Path) -> None:
+    """Repetition 1 wanders (build broken, fixed, C1 regressed, fixed); repetition 2
+    plateaus (three judged snapshots in a row without a new passing clause)."""
+    agents = ASSETS / "agents"
+    command = (
+        f"sh {agents / 'by-repetition.sh'} {agents / 'skip-digest.sh'} "
+        f"{agents / 'wander.sh'} {agents / 'plateau.sh'}"
+    )
+    code, document, human = campaign(
+        tmp_path, "--agent-cmd", command, "--repetitions", "2", "--budget", "40"
+    )
+    assert code == 0
+    assert [r["outcome"] for r in document["repetitions"]] == ["met", "met"], human
+    run_dir = Path(document["archive"]).with_suffix("").with_suffix("")
+    wander = json.loads((run_dir / "repetitions" / "r1" / "repetition.json").read_text())
+    t = wander["trajectory"]
+    statuses = [(j["status"], sorted(c for c, v in j["clauses"].items() if v == "fail"))
+                for j in t["judged"]]  # fmt: skip
+    assert statuses == [
+        ("build-failed", []), ("judged", []), ("judged", ["C1", "C6"]), ("judged", [])
+    ]  # fmt: skip
+    s2, s3 = t["judged"][1]["index"], t["judged"][2]["index"]
+    assert {"clause": "C1", "passed_at": s2, "failed_at": s3} in t["regressions"]
+    assert t["judged"][2]["regressions"] == ["C1", "C6"]
+    assert "regression: C1" in human
+    plateau = json.loads((run_dir / "repetitions" / "r2" / "repetition.json").read_text())
+    p = plateau["trajectory"]
+    assert len(p["judged"]) == 4 and p["plateau_at"] == p["judged"][3]["index"]
+    assert [j["plateau"] for j in p["judged"]] == [False, False, False, True]
+    report = (run_dir / "report.md").read_text()
+    assert "## Trajectories" in report or "Trajectories" in report
+    assert "REGRESSION C1" in report and "plateau" in report
