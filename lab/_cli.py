@@ -328,6 +328,7 @@ def cmd_campaign(args: argparse.Namespace, console: Console) -> int:
         budget_s=args.budget,
         require=args.require,
         agent_network=",".join(args.agent_network or ["host"]),
+        stop_on_plateau=args.stop_on_plateau,
         agent_env=tuple(args.agent_env),
         eval_repetitions=args.eval_repetitions,
         timing_runs=args.timing_runs,

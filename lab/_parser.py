@@ -362,6 +362,14 @@ def _add_campaign(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "are witnessed (clause A1 egress)",
     )
     cp.add_argument(
+        "--stop-on-plateau",
+        type=_positive,
+        default=None,
+        metavar="K",
+        help="judge the workspace's snapshots while the agent works and end a repetition "
+        "after K judged in a row with no new passing clause (outcome plateaued)",
+    )
+    cp.add_argument(
         "--agent-env",
         action="append",
         default=[],

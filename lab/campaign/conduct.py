@@ -15,7 +15,6 @@ repetition is the verified result of its candidate, never the agent's own exit s
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -31,19 +30,17 @@ from lab.campaign.agent import (
     MOUNTED,
     agent_argv,
     cell_dirs,
-    egress_witness,
     names_file,
     run_agent,
     sandboxed_make,
 )
 from lab.campaign.model import AgentRecord, CampaignRecord, Outcome, PatchRecord, RepetitionRecord
+from lab.campaign.observe import Observation, snapshot_judge
 from lab.campaign.outcome import after_judging, before_judging, speed_met
 from lab.campaign.records import agent_record, dependencies, native_record
 from lab.campaign.settle import Settings, evaluation_options, settle
 from lab.campaign.shard import CampaignShard, plan_shard
-from lab.campaign.snapshots import SnapshotJudge, Snapshotter, judge_trajectory
 from lab.campaign.task import CampaignRequest, Task, load_task
-from lab.campaign.watch import ProcessWitness
 from lab.errors import CampaignError
 from lab.evaluate.candidate import BUILD_TIMEOUT_S, build, prepare
 from lab.evaluate.judge import check_instrument, freeze, judge_built
@@ -53,7 +50,6 @@ from lab.evidence.archive import ArchiveInfo
 from lab.host import identity, procs
 from lab.host.clock import epoch_to_rfc3339
 from lab.model import RunResult, ScenarioResult
-from lab.reports.campaign_watch import watched_lines
 from lab.run import scenario
 from lab.run.options import check_client
 from lab.run.orchestrate import (
@@ -246,12 +242,14 @@ class _Campaign:
                 + "\n"
             )
             argv, _ = agent_argv(self.request.agent_cmd, box, cwd=Path.cwd())
-            witness = egress_witness(self.request.agent_network, rep_dir, self.run_dir, self.log)
-            processes = ProcessWitness(
-                out_dir=rep_dir / "processes", log=self.log, task=self.task.to_dict()
-            )
-            shots = Snapshotter(ws, scratch, log=self.log)
-            shots.start()
+            seen = Observation(
+                self.request, self.task, ws, scratch=scratch, rep_dir=rep_dir,
+                run_dir=self.run_dir, log=self.log, judge=snapshot_judge(
+                    prepared=self.prepared, frozen=self.frozen, evaluation=self.settings.evaluation,
+                    clauses=self.task.clauses, conditions=conditions, index=index, log=self.log,
+                ),
+            )  # fmt: skip
+            seen.start()
             self.say(
                 f"Repetition {index}/{self.settings.repetitions}: the agent starts in a fresh "
                 f"workspace (baseline {ws.baseline_commit[:12]}, budget "
@@ -271,10 +269,9 @@ class _Campaign:
                 stdout=rep_dir / "agent.stdout",
                 stderr=rep_dir / "agent.stderr",
                 echo=self.echo,
-                witness=witness,
-                processes=processes,
+                **seen.run_kwargs(),
             )
-            taken = shots.stop()
+            seen.agent_done()
             agent = agent_record(ran, rep_dir / "agent.stderr")
             self.say(
                 f"Repetition {index}: the agent "
@@ -297,18 +294,7 @@ class _Campaign:
                 problem=capture.problem,
             )
             rep = self._judge(index, rep_dir, ws.baseline_commit, agent, patch, conditions)
-            self.say(f"Repetition {index}: judging the trajectory ({len(taken)} snapshot(s))")
-            trajectory = judge_trajectory(
-                shots, taken, rep_dir / "trajectory", self._judge_snapshot(index, conditions)
-            )
-            rep = dataclasses.replace(
-                rep,
-                egress=None if witness is None else witness.record,
-                processes=processes.record,
-                trajectory=trajectory,
-            )
-            for line in watched_lines(rep):
-                self.say(line)
+            rep = seen.finish(rep, self.say)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         (rep_dir / "repetition.json").write_text(
@@ -384,32 +370,6 @@ class _Campaign:
             timing_ratio=ratio,
             speed_met=speed_met(speed, ratio),
         )
-
-    def _judge_snapshot(self, index: int, conditions: list[scenario.Scenario]) -> SnapshotJudge:
-        """A snapshot's native.patch built and judged like the final result (sandboxed, no
-        network), untimed; its evidence in the snapshot's directory."""
-
-        def judge(patch: Path, where: Path) -> tuple[str, dict[str, str]]:
-            assert self.prepared.sandbox is not None
-            with tempfile.TemporaryDirectory(prefix="lab-snapshot-") as tmp:
-                candidate = prepare("patch", patch, Path(tmp), self.log)
-                maker = sandboxed_make(self.prepared.sandbox, index, candidate.workspace)
-                build(candidate, self.log, where / "candidate", make_runner=maker)
-                if candidate.binary is None:
-                    return "build-failed", {}
-                record = Evaluation(
-                    frozen=self.frozen, candidate=candidate.describe(), status="fail"
-                )
-                (where / "judged").mkdir()
-                _, results = judge_built(
-                    self.settings.evaluation, record, candidate.binary, self.prepared,
-                    where / "judged", conditions, lambda _: None,
-                    untimed="not timed: a snapshot of the trajectory",
-                )  # fmt: skip
-            failed = failed_clauses(results)
-            return "judged", {c: "fail" if c in failed else "pass" for c in self.task.clauses}
-
-        return judge
 
     def _finish(
         self,

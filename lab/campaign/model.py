@@ -20,7 +20,9 @@ from lab.campaign.processes import ProcessRecord
 from lab.campaign.trajectory import TrajectoryRecord
 from lab.evaluate.model import Evaluation
 
-Outcome = Literal["met", "failed", "build-failed", "no-change", "timed-out", "agent-crashed"]
+Outcome = Literal[
+    "met", "failed", "build-failed", "no-change", "timed-out", "agent-crashed", "plateaued"
+]
 OUTCOMES: tuple[Outcome, ...] = (
     "met",
     "failed",
@@ -28,6 +30,7 @@ OUTCOMES: tuple[Outcome, ...] = (
     "no-change",
     "timed-out",
     "agent-crashed",
+    "plateaued",
 )
 CLAUSES = ("C1", "C2", "C3", "C4", "C5", "C6")
 

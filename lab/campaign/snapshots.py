@@ -118,6 +118,19 @@ class Snapshotter:
 SnapshotJudge = Callable[[Path, Path], tuple[str, dict[str, str]]]
 
 
+def judge_one(
+    shots: Snapshotter, shot: Snapshot, out_dir: Path, judge: SnapshotJudge
+) -> JudgedSnapshot:
+    where = out_dir / f"s{shot.index}"
+    where.mkdir(parents=True, exist_ok=True)
+    if shots.native_patch(shot, where / "native.patch"):
+        status, clauses = judge(where / "native.patch", where)
+    else:
+        status, clauses = "no-change", {}
+    return JudgedSnapshot(index=shot.index, at_s=shot.at_s, commit=shot.commit,
+                          status=status, clauses=clauses)  # fmt: skip
+
+
 def judge_trajectory(
     shots: Snapshotter,
     taken: list[Snapshot],
@@ -125,16 +138,71 @@ def judge_trajectory(
     judge: SnapshotJudge,
     *,
     plateau_k: int = PLATEAU_K,
+    judged: list[JudgedSnapshot] | None = None,
 ) -> TrajectoryRecord:
-    """Judge the picked snapshots in order (``out_dir/sN/``); mark the trajectory."""
-    rows = []
-    for shot in pick(taken):
-        where = out_dir / f"s{shot.index}"
-        where.mkdir(parents=True, exist_ok=True)
-        if shots.native_patch(shot, where / "native.patch"):
-            status, clauses = judge(where / "native.patch", where)
-        else:
-            status, clauses = "no-change", {}
-        rows.append(JudgedSnapshot(index=shot.index, at_s=shot.at_s, commit=shot.commit,
-                                   status=status, clauses=clauses))  # fmt: skip
+    """Judge the picked snapshots in order (``out_dir/sN/``); mark the trajectory. With
+    ``judged`` (a :class:`PlateauWatch` judged them while the agent worked) only a final
+    state unlike the last judged one is judged here."""
+    if judged is None:
+        rows = [judge_one(shots, shot, out_dir, judge) for shot in pick(taken)]
+    else:
+        rows = list(judged)
+        trees = {s.index: s.tree for s in taken}
+        last = trees.get(rows[-1].index) if rows else None
+        if taken and taken[-1].tree != last:
+            rows.append(judge_one(shots, taken[-1], out_dir, judge))
     return mark(rows, plateau_k=plateau_k, taken=len(taken), distinct=distinct_count(taken))
+
+
+#: distinct snapshots judged at most while the agent works (--stop-on-plateau)
+MAX_JUDGED_LIVE = 20
+
+
+class PlateauWatch:
+    """``--stop-on-plateau K``: judges each new distinct snapshot while the agent works;
+    after K judged in a row with no new passing clause it calls ``stop`` (which kills the
+    agent's cgroup) and records where."""
+
+    def __init__(
+        self,
+        shots: Snapshotter,
+        out_dir: Path,
+        judge: SnapshotJudge,
+        *,
+        k: int,
+        stop: Callable[[], None],
+    ) -> None:
+        self.shots, self.out_dir, self.judge, self.k, self.stop = shots, out_dir, judge, k, stop
+        self.rows: list[JudgedSnapshot] = []
+        self.stopped_at: int | None = None
+        self._trees: list[str] = []
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        seen = 0
+        while not self._done.is_set() and len(self.rows) < MAX_JUDGED_LIVE:
+            fresh = self.shots.taken[seen:]
+            if not fresh:
+                time.sleep(POLL_S)
+                continue
+            seen += len(fresh)
+            shot = fresh[-1]  # the newest state; the ones it superseded are not judged
+            if self._trees and self._trees[-1] == shot.tree:
+                continue
+            self._trees.append(shot.tree)
+            self.rows.append(judge_one(self.shots, shot, self.out_dir, self.judge))
+            marked = mark(self.rows, plateau_k=self.k, taken=seen, distinct=len(self.rows))
+            if marked.plateau_at is not None:
+                self.stopped_at = marked.plateau_at
+                self.stop()
+                return
+
+    def finish(self) -> list[JudgedSnapshot]:
+        """Stop judging (a judgement under way completes) and return what was judged."""
+        self._done.set()
+        self._thread.join()
+        return list(self.rows)

@@ -132,6 +132,9 @@ class CampaignRequest:
     shard: ShardSpec | None = None
     #: the run id; with ``shard``, the id every shard shares (derived when None)
     run_id: str | None = None
+    #: end a repetition after this many judged snapshots in a row with no new passing
+    #: clause (``--stop-on-plateau K``; outcome ``plateaued``)
+    stop_on_plateau: int | None = None
 
     def argv(self, *, task: str, out: str) -> list[str]:
         """The ``python -m lab`` arguments asking for this same campaign in the lab image."""
@@ -151,6 +154,7 @@ class CampaignRequest:
             ("--timeout", self.timeout_s),
             ("--shard", self.shard),
             ("--run-id", self.run_id),
+            ("--stop-on-plateau", self.stop_on_plateau),
         ):
             if value is not None:
                 args += [flag, str(value)]

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from collections.abc import Mapping
@@ -91,10 +92,19 @@ class ProcessWitness:
         self.trace: ExecTrace | None = None
         self.error: str | None = "the exec trace was not started"
         self.record: ProcessRecord | None = None
+        #: the agent's cgroup v2 directory, once it runs
+        self.cgroup: Path | None = None
+
+    def kill(self) -> None:
+        """Kill everything in the agent's cgroup (``--stop-on-plateau``)."""
+        if self.cgroup is not None:
+            with contextlib.suppress(OSError):
+                (self.cgroup / "cgroup.kill").write_text("1")
 
     def open(self, cgroup: Path) -> None:
         """Attach the exec trace to ``cgroup``; a trace that cannot start is recorded (the
         agent still runs, its processes then not observed)."""
+        self.cgroup = cgroup
         trace = ExecTrace(cgroup=cgroup, out_dir=self.out_dir, log=self.log)
         try:
             trace.start()
