@@ -194,3 +194,23 @@ def test_the_trajectory_marks_the_regression_and_the_plateau(tmp_path: Path) -> 
     report = (run_dir / "report.md").read_text()
     assert "## Trajectories" in report or "Trajectories" in report
     assert "REGRESSION C1" in report and "plateau" in report
+
+
+def test_stop_on_plateau_ends_the_repetition_as_plateaued(tmp_path: Path) -> None:
+    agent = ASSETS / "agents" / "plateau-forever.sh"
+    code, document, human = campaign(
+        tmp_path, "--agent-cmd", f"sh {agent}", "--repetitions", "1", "--budget", "120",
+        "--stop-on-plateau", "2",
+    )  # fmt: skip
+    row = document["repetitions"][0]
+    assert row["outcome"] == "plateaued" and code == 1, human
+    assert row["duration_s"] < 110  # ended by the plateau, not the budget
+    run_dir = Path(document["archive"]).with_suffix("").with_suffix("")
+    record = json.loads((run_dir / "repetitions" / "r1" / "repetition.json").read_text())
+    assert "stopped on a plateau" in record["reason"] and "met" in record["reason"]
+    judged = record["trajectory"]["judged"]
+    assert record["trajectory"]["plateau_at"] is not None and judged[-1]["plateau"] is True
+    left = subprocess.run(
+        ["pgrep", "-u", "lab-client", "-f", "plateau-forever"], capture_output=True, text=True
+    )
+    assert left.stdout.strip() == ""

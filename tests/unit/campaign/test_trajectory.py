@@ -3,6 +3,8 @@ clause that passed and then failed) and plateaus (K judged snapshots without a n
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from lab.campaign.trajectory import JudgedSnapshot, Snapshot, distinct_count, mark, pick
 
 ALL = ("C1", "C2", "C3")
@@ -39,3 +41,33 @@ def test_distinct_snapshots_are_picked_evenly_the_last_kept() -> None:
     record = mark([shot(1)], taken=20, distinct=11)
     assert record.limit == "1 of 11 distinct snapshots judged (at most 6)"
     assert pick([]) == [] and distinct_count([]) == 0
+
+
+def test_the_plateau_watch_stops_the_agent_after_k_without_a_new_pass(tmp_path: Path) -> None:
+    """Judged while the agent works: the newest distinct snapshot each time."""
+    import time
+
+    from lab.campaign.snapshots import PlateauWatch
+
+    class Shots:
+        def __init__(self) -> None:
+            self.taken: list[Snapshot] = []
+
+        def native_patch(self, shot: Snapshot, out: Path) -> bool:
+            out.write_text("x")
+            return True
+
+    shots = Shots()
+    stopped: list[bool] = []
+    verdicts = iter([{"C1": "fail"}, {"C1": "pass"}, {"C1": "pass"}, {"C1": "pass"}])
+    watch = PlateauWatch(shots, tmp_path, lambda patch, where: ("judged", next(verdicts)),  # type: ignore[arg-type]
+                         k=2, stop=lambda: stopped.append(True))  # fmt: skip
+    watch.start()
+    for n in range(1, 5):
+        shots.taken.append(Snapshot(n, float(n), f"c{n}", f"t{n}"))
+        deadline = time.monotonic() + 5
+        while len(watch.rows) < n and not stopped and time.monotonic() < deadline:
+            time.sleep(0.01)
+    rows = watch.finish()
+    assert stopped == [True] and watch.stopped_at == 4
+    assert [r.index for r in rows] == [1, 2, 3, 4]
