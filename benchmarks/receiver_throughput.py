@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from lab_benchmarks import openssl_sha256_bytes_per_s  # noqa: E402  (its last column: 16 KiB)
 
-from lab.run.receiver import Limits, Receiver  # noqa: E402
+from lab.workloads.backup.receiver import Limits, Receiver  # noqa: E402
 
 UPLOADER = r"""
 import hashlib, json, socket, sys, time

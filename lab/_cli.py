@@ -19,8 +19,8 @@ from rich.console import Console
 
 from lab._parser import build_parser, completion_script
 from lab.errors import ArchiveError, LabError
-from lab.evaluate.model import Evaluation
-from lab.evaluate.request import CandidateKind, EvaluationRequest
+from lab.evaluate.request import EvaluationRequest
+from lab.model.evaluation import CandidateKind, Evaluation
 from lab.run.orchestrate import RunRequest, execute
 
 __all__ = ["build_parser", "main"]
@@ -318,8 +318,8 @@ def print_evaluation(evaluation: Evaluation, console: Console) -> None:
 
 def cmd_campaign(args: argparse.Namespace, console: Console) -> int:
     from lab.campaign.conduct import execute as conduct
-    from lab.campaign.model import campaign_statistics
     from lab.campaign.task import CampaignRequest
+    from lab.model.campaign import campaign_statistics
 
     request = CampaignRequest(
         task_path=args.task,

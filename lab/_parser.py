@@ -18,6 +18,7 @@ from lab import __version__
 from lab.errors import LabError
 from lab.run.orchestrate import COLLECTOR_CHOICES, PACKET_CHOICES, SANDBOX_CHOICES
 from lab.run.shard import ShardSpec
+from lab.workloads.backup.fixture import DEFAULT_SIZE
 
 #: the shells ``lab completion`` writes a script for (shtab supports them all)
 COMPLETION_SHELLS = ("bash", "zsh", "tcsh")
@@ -125,7 +126,7 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=1,
         help="repetitions of every scenario (default 1: capability; 3 or more: reliability k/N)",
     )
-    run.add_argument("--size", type=_size, default=524_288, help="source size (default 512K)")
+    run.add_argument("--size", type=_size, default=DEFAULT_SIZE, help="source size (default 512K)")
     _path(
         run.add_argument(
             "--out",
@@ -221,7 +222,7 @@ def _add_evaluate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         default="best-effort",
         help="tcpdump beside every pass (default best-effort)",
     )
-    ev.add_argument("--size", type=_size, default=524_288, help="source size (default 512K)")
+    ev.add_argument("--size", type=_size, default=DEFAULT_SIZE, help="source size (default 512K)")
     ev.add_argument("--local", action="store_true", help="build on the host, not in the image")
     _path(
         ev.add_argument(

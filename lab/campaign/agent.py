@@ -35,12 +35,12 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from lab.campaign.egress import parse_network
 from lab.campaign.forward import EgressWitness
 from lab.campaign.watch import ProcessWitness
 from lab.errors import CampaignError
 from lab.evaluate.candidate import MakeRunner
 from lab.host import procs
+from lab.model.egress import parse_network
 from lab.sandbox import Outcome, Sandbox
 from lab.sandbox import netns as netns_mod
 from lab.sandbox.jail import JailSpec, jail_argv, resolv_conf_text

@@ -34,7 +34,6 @@ from lab.campaign.agent import (
     run_agent,
     sandboxed_make,
 )
-from lab.campaign.model import AgentRecord, CampaignRecord, Outcome, PatchRecord, RepetitionRecord
 from lab.campaign.observe import Observation, snapshot_judge
 from lab.campaign.outcome import after_judging, before_judging, speed_met
 from lab.campaign.records import agent_record, dependencies, native_record
@@ -44,13 +43,13 @@ from lab.campaign.task import CampaignRequest, Task, load_task
 from lab.errors import CampaignError
 from lab.evaluate.candidate import BUILD_TIMEOUT_S, build, prepare
 from lab.evaluate.judge import check_instrument, freeze, judge_built
-from lab.evaluate.model import Evaluation, EvaluationLimits, FrozenEvaluation
 from lab.evaluate.verdicts import CALIBRATION_SCENARIOS, failed_clauses
 from lab.evidence.archive import ArchiveInfo
 from lab.host import identity, procs
 from lab.host.clock import epoch_to_rfc3339
 from lab.model import RunResult, ScenarioResult
-from lab.run import scenario
+from lab.model.campaign import AgentRecord, CampaignRecord, Outcome, PatchRecord, RepetitionRecord
+from lab.model.evaluation import Evaluation, EvaluationLimits, FrozenEvaluation
 from lab.run.options import check_client
 from lab.run.orchestrate import (
     REPO,
@@ -62,6 +61,7 @@ from lab.run.orchestrate import (
     setup,
 )
 from lab.run.shard import check_run_id
+from lab.workloads.backup import scenario
 
 
 @dataclass(frozen=True)

@@ -23,19 +23,19 @@ import threading
 import time
 from pathlib import Path
 
-from lab.campaign.egress import (
-    Connection,
-    EgressRecord,
-    Endpoint,
-    PacketView,
-    judge_egress,
-)
 from lab.campaign.modelapi import read_traffic
 from lab.collectors.base import PassContext, Window
 from lab.collectors.packets import PCAP_FILE, PacketCapture
 from lab.collectors.packets_pcap import read_pcap
 from lab.errors import LabError
 from lab.host import procs
+from lab.model.egress import (
+    Connection,
+    EgressRecord,
+    Endpoint,
+    PacketView,
+    judge_egress,
+)
 from lab.sandbox.netns import NetworkNamespace
 
 #: bytes of each direction of a connection kept (and read for the model API)

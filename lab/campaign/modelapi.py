@@ -18,7 +18,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from lab.campaign.egress import ModelTraffic
+from lab.model.egress import ModelTraffic
 
 #: the API paths counted as model requests
 API_PATHS = ("/v1/chat/completions", "/v1/completions", "/api/chat", "/api/generate")

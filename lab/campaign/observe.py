@@ -20,21 +20,21 @@ from pathlib import Path
 from typing import Any
 
 from lab.campaign.agent import egress_witness, sandboxed_make
-from lab.campaign.model import RepetitionRecord
 from lab.campaign.snapshots import PlateauWatch, SnapshotJudge, Snapshotter, judge_trajectory
 from lab.campaign.task import CampaignRequest, Task
-from lab.campaign.trajectory import PLATEAU_K, JudgedSnapshot, Snapshot
 from lab.campaign.watch import ProcessWitness
 from lab.campaign.workspace import Workspace
 from lab.evaluate.candidate import build, prepare
 from lab.evaluate.judge import judge_built
-from lab.evaluate.model import Evaluation, FrozenEvaluation
 from lab.evaluate.request import EvaluationRequest
 from lab.evaluate.verdicts import failed_clauses
 from lab.host import procs
+from lab.model.campaign import RepetitionRecord
+from lab.model.evaluation import Evaluation, FrozenEvaluation
+from lab.model.trajectory import PLATEAU_K, JudgedSnapshot, Snapshot
 from lab.reports.campaign_watch import watched_lines
-from lab.run import scenario
 from lab.run.orchestrate import Setup
+from lab.workloads.backup import scenario
 
 
 def snapshot_judge(

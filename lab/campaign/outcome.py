@@ -12,8 +12,8 @@ meet the task (a non-zero exit whose result *does* meet it is ``met``, with a no
 
 from __future__ import annotations
 
-from lab.campaign.model import AgentRecord, Outcome, PatchRecord
 from lab.campaign.task import SpeedGoal
+from lab.model.campaign import AgentRecord, Outcome, PatchRecord
 
 
 def crashed(agent: AgentRecord) -> bool:

@@ -13,10 +13,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from lab.campaign.model import AgentRecord, CampaignRecord
 from lab.campaign.task import Task
-from lab.evaluate.model import BuildRecord, CandidateRecord
-from lab.run.fixture import sha256_file
+from lab.host.digest import sha256_file
+from lab.model.campaign import AgentRecord, CampaignRecord
+from lab.model.evaluation import BuildRecord, CandidateRecord
 from lab.run.orchestrate import REPO
 from lab.sandbox import Outcome as SandboxOutcome
 

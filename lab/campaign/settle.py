@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lab.campaign.egress import parse_network
 from lab.campaign.task import CampaignRequest, Task
 from lab.errors import UsageError
 from lab.evaluate.request import EvaluationRequest
+from lab.model.egress import parse_network
 from lab.run.options import check_count, check_run_options
+from lab.workloads.backup.fixture import DEFAULT_SIZE
 
 #: lab evaluate's defaults, where neither the command line nor the task file says
 EVALUATION_DEFAULTS: dict[str, Any] = {
@@ -25,7 +26,7 @@ EVALUATION_DEFAULTS: dict[str, Any] = {
     "timing_runs": 20,
     "collector": "all",
     "packets": "best-effort",
-    "size": 524_288,
+    "size": DEFAULT_SIZE,
     "timeout_s": 30.0,
 }
 

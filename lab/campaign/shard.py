@@ -31,7 +31,7 @@ from typing import Any
 from lab.campaign.agent import agent_argv
 from lab.campaign.settle import Settings
 from lab.campaign.task import CampaignRequest, Task
-from lab.evaluate.model import FrozenEvaluation
+from lab.model.evaluation import FrozenEvaluation
 from lab.run import shard
 
 #: a campaign's work unit (``shard.unit`` in results.json) and the one name its units carry

@@ -1,5 +1,5 @@
 """The agent's workspace snapshotted while it works, and each distinct snapshot judged
-afterwards (``lab.campaign.trajectory`` marks regressions and plateaus). The lab polls the
+afterwards (``lab.model.trajectory`` marks regressions and plateaus). The lab polls the
 workspace (a bounded poll: every :data:`POLL_S` s, at most :data:`MAX_SNAPSHOTS`), copies a
 changed state as plain files (the agent's ``.git`` left out, links kept as links) and commits
 it to the lab's own private git directory, so ``final.bundle`` holds every snapshot too.
@@ -19,7 +19,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from lab.campaign.trajectory import (
+from lab.campaign.workspace import Workspace, _git, _not_plain
+from lab.host import procs
+from lab.model.trajectory import (
     PLATEAU_K,
     JudgedSnapshot,
     Snapshot,
@@ -28,8 +30,6 @@ from lab.campaign.trajectory import (
     mark,
     pick,
 )
-from lab.campaign.workspace import Workspace, _git, _not_plain
-from lab.host import procs
 
 #: how often the workspace is looked at (seconds), and how many snapshots are taken at most
 POLL_S = 0.25

@@ -6,7 +6,7 @@
     request = CampaignRequest(task_path=Path("campaigns/speedup.yaml"), agent_cmd="sh a.sh")
 
 The task file is read as untrusted input, like a scenario file: bounded, regular, strict
-YAML (``lab.run.scenario_yaml``), then the schema.
+YAML (``lab.workloads.backup.scenario_yaml``), then the schema.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from lab.errors import CampaignError, ScenarioError
-from lab.run.scenario_yaml import parse_strict, read_bounded
 from lab.run.shard import ShardSpec
 from lab.schemas import validate_campaign_task
+from lab.workloads.backup.scenario_yaml import parse_strict, read_bounded
 
 AgentNetwork = Literal["host", "none"]
 AGENT_NETWORKS: tuple[AgentNetwork, ...] = ("host", "none")
@@ -112,7 +112,7 @@ class CampaignRequest:
     repetitions: int | None = None
     budget_s: float | None = None
     require: int | None = None
-    #: host, none, or model=HOST:PORT[,model=HOST:PORT...] (lab.campaign.egress)
+    #: host, none, or model=HOST:PORT[,model=HOST:PORT...] (lab.model.egress)
     agent_network: str = "host"
     #: names of variables of the lab's environment handed to the agent (its model's key,
     #: say): recorded by name, never by value

@@ -17,7 +17,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from lab.campaign.processes import (
+from lab.collectors.bpftrace_exec import Exec, ExecTrace
+from lab.errors import LabError
+from lab.host import procs
+from lab.model.processes import (
     EXECS_KEPT,
     LEFT_LISTED,
     ExecRow,
@@ -25,9 +28,6 @@ from lab.campaign.processes import (
     verification_commands,
     verification_runs,
 )
-from lab.collectors.bpftrace_exec import Exec, ExecTrace
-from lab.errors import LabError
-from lab.host import procs
 
 
 def _kind(mode: int) -> str:

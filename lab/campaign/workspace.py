@@ -28,7 +28,7 @@ from pathlib import Path
 
 from lab.errors import CampaignError
 from lab.host import procs
-from lab.run.fixture import sha256_file
+from lab.host.digest import sha256_file
 from lab.run.orchestrate import REPO
 
 #: what the agent may read and edit, repository-relative (``native/`` sources and Makefile)

@@ -26,7 +26,7 @@ from typing import ClassVar
 
 from lab.host.procs import CommandLog, Completed
 from lab.model import ObserverStatus
-from lab.model_observed import ObserverSummary
+from lab.model.observed import ObserverSummary
 
 
 @dataclass

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from lab.collectors.bpftrace_script import UPROBE_COUNTERS
-from lab.model_observed import BPFTRACE_COUNTERS, BpftraceSummary
+from lab.model.observed import BPFTRACE_COUNTERS, BpftraceSummary
 
 #: printed by the script's BEGIN probe, once every probe is attached
 ATTACHED_MARKER = "lab: attached"

@@ -21,7 +21,7 @@ from typing import Any
 
 import dpkt
 
-from lab.model_observed import PacketFlow, PacketSummary
+from lab.model.observed import PacketFlow, PacketSummary
 
 #: bytes kept of each packet: link + IP + TCP headers and the protocol's request lines (at
 #: most 256 bytes). Payload sizes come from the IP header, not from the captured bytes. A

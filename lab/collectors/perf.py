@@ -32,7 +32,7 @@ from lab.collectors.base import CollectorOutput, InvocationContext, ProcessColle
 from lab.errors import ToolMissingError
 from lab.host.procs import Completed, require_tool, run
 from lab.model import ObserverStatus
-from lab.model_observed import PerfSummary, PerfSymbol
+from lab.model.observed import PerfSummary, PerfSymbol
 
 #: where the kernel exposes the AMD IBS op PMU (perf-amd-ibs(1))
 IBS_OP_DEVICE = Path("/sys/bus/event_source/devices/ibs_op")

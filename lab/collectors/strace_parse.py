@@ -20,7 +20,7 @@ import re
 import signal
 from dataclasses import dataclass, field, replace
 
-from lab.model_observed import DESCRIPTOR_KEYS, StraceSummary
+from lab.model.observed import DESCRIPTOR_KEYS, StraceSummary
 
 #: calls whose first argument is a descriptor they read from
 READ_CALLS = frozenset({"read", "pread64", "readv", "preadv", "preadv2"})

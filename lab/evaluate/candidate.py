@@ -17,10 +17,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from lab.errors import UsageError
-from lab.evaluate.model import BuildRecord, CandidateRecord, MakeStep, PatchStep
-from lab.evaluate.request import CandidateKind
 from lab.host import procs
-from lab.run.fixture import sha256_file
+from lab.host.digest import sha256_file
+from lab.model.evaluation import BuildRecord, CandidateKind, CandidateRecord, MakeStep, PatchStep
 from lab.run.orchestrate import REPO
 
 BUILD_TIMEOUT_S = 300.0

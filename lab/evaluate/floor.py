@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.host import procs
-from lab.run.fixture import sha256_file
+from lab.host.digest import sha256_file
 from lab.run.orchestrate import REPO
 
 SOURCE = REPO / "native" / "reference" / "uploader.c"

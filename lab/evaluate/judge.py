@@ -35,14 +35,6 @@ from lab import __version__
 from lab.errors import UsageError
 from lab.evaluate import floor, timing
 from lab.evaluate.candidate import BUILD_TIMEOUT_S, build, prepare
-from lab.evaluate.model import (
-    Evaluation,
-    EvaluationLimits,
-    Fixture,
-    FrozenEvaluation,
-    InstrumentCheck,
-    Timing,
-)
 from lab.evaluate.request import EvaluationRequest
 from lab.evaluate.shard import EvaluationShard, plan_shard
 from lab.evaluate.verdicts import (
@@ -55,9 +47,16 @@ from lab.evaluate.verdicts import (
 from lab.evidence.archive import ArchiveInfo
 from lab.host import identity, procs
 from lab.host.clock import epoch_to_rfc3339
+from lab.host.digest import sha256_file
 from lab.model import RunResult, ScenarioResult
-from lab.run import scenario
-from lab.run.fixture import sha256_file
+from lab.model.evaluation import (
+    Evaluation,
+    EvaluationLimits,
+    Fixture,
+    FrozenEvaluation,
+    InstrumentCheck,
+    Timing,
+)
 from lab.run.options import check_count, check_run_options
 from lab.run.orchestrate import (
     REPO,
@@ -71,18 +70,19 @@ from lab.run.orchestrate import (
 )
 from lab.run.plan import Plan
 from lab.run.shard import check_run_id
+from lab.workloads.backup import scenario
 
 #: files whose content defines what "passing" means; their hash is the evaluation id
 FROZEN_FILES = (
-    "lab/judge/contract.py",
-    "lab/judge/calibration.py",
-    "lab/run/receiver.py",
-    "lab/run/records.py",
-    "lab/run/store.py",
-    "lab/run/upload.py",
-    "lab/run/backup_check.py",
-    "lab/run/protocol.py",
-    "lab/run/fixture.py",
+    "lab/workloads/backup/contract.py",
+    "lab/workloads/backup/calibration.py",
+    "lab/workloads/backup/receiver.py",
+    "lab/workloads/backup/records.py",
+    "lab/workloads/backup/store.py",
+    "lab/workloads/backup/upload.py",
+    "lab/workloads/backup/backup_check.py",
+    "lab/workloads/backup/protocol.py",
+    "lab/workloads/backup/fixture.py",
     "docs/client-contract.md",
     "docs/protocol.md",
 )

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from lab.model.evaluation import CandidateKind
 from lab.run.shard import ShardSpec
+from lab.workloads.backup.fixture import DEFAULT_SIZE
 
-#: what the candidate is: a patch to native/, a source tree with a Makefile, an executable
-CandidateKind = Literal["patch", "source-dir", "binary"]
 #: the ``python -m lab evaluate`` option naming each kind of candidate
 KIND_FLAGS: dict[CandidateKind, str] = {
     "patch": "--patch",
@@ -40,7 +40,7 @@ class EvaluationRequest:
     timing_runs: int = 20
     collector: str = "all"
     packets: str = "best-effort"
-    size: int = 524_288
+    size: int = DEFAULT_SIZE
     #: per-invocation limit, seconds
     timeout_s: float = 30.0
     out: Path = Path("artifacts")

@@ -33,10 +33,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from lab.evaluate.candidate import input_digest
-from lab.evaluate.model import FrozenEvaluation
 from lab.evaluate.request import EvaluationRequest
+from lab.model.evaluation import FrozenEvaluation
 from lab.run import shard
-from lab.run.scenario import Scenario
+from lab.workloads.backup.scenario import Scenario
 
 #: the one shard that runs the untimed rounds
 TIMING_SHARD = 1

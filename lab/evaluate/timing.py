@@ -17,13 +17,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from lab.evaluate.model import ClientTiming, Timing
 from lab.host import procs
 from lab.judge.aggregate import spread
-from lab.run import fixture
-from lab.run.decoy import Decoy
-from lab.run.receiver import Receiver
+from lab.model.evaluation import ClientTiming, Timing
 from lab.sandbox import Sandbox
+from lab.workloads.backup import fixture
+from lab.workloads.backup.decoy import Decoy
+from lab.workloads.backup.receiver import Receiver
 
 
 def _one_round(

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from lab.evaluate.model import (
+from lab.model import CLAUSES, ScenarioResult
+from lab.model.evaluation import (
     ClauseCounts,
     ClientContract,
     ContractViolation,
@@ -23,7 +24,6 @@ from lab.evaluate.model import (
     InstrumentCheck,
     Timing,
 )
-from lab.model import CLAUSES, ScenarioResult
 
 CALIBRATION_SCENARIOS = ("false-success", "unexpected-egress")
 

@@ -49,7 +49,7 @@ from lab.errors import ArchiveError
 from lab.evidence.keys import looks_like_private_key
 from lab.evidence.provenance import ProvenanceInputs, build_statement, envelope_line, sign_envelope
 from lab.evidence.signing import Signer
-from lab.run.fixture import sha256_file
+from lab.host.digest import sha256_file
 
 CHECKSUMS = "SHA256SUMS"
 CHECKSUMS_SIG = "SHA256SUMS.sig"

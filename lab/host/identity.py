@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.host import procs
-from lab.run.fixture import sha256_file
+from lab.host.digest import sha256_file
 
 #: written by the lab image (Dockerfile) so a run inside the container knows its identity
 IMAGE_MANIFEST_DIR = Path("/usr/share/lab/manifest")

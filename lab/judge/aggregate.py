@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import statistics
 
-from lab.evaluate.model import Spread
 from lab.model import CLAUSES, OUTCOMES, ScenarioResult
-from lab.model_aggregate import ClauseTally, RepetitionCalibration, ScenarioAggregate
+from lab.model.aggregate import ClauseTally, RepetitionCalibration, ScenarioAggregate
+from lab.model.evaluation import Spread
 
 #: fewest repetitions for which the lab will word a result as reliability
 RELIABILITY_MIN_N = 3

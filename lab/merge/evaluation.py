@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from lab.evaluate.model import Evaluation
 from lab.evaluate.shard import TIMING_SHARD
 from lab.evaluate.verdicts import conclude, hung_invocations, hung_reason
 from lab.merge.shards import MergeError, ShardArchive
 from lab.model import ScenarioResult
+from lab.model.evaluation import Evaluation
 
 #: statuses of a shard that judged nothing, and the merged evaluation then judges nothing
 UNBUILT = ("build-failed", "patch-failed")

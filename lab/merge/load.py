@@ -19,16 +19,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, cast
 
-from lab.campaign.model import (
-    AgentRecord,
-    CampaignRecord,
-    PatchRecord,
-    RepetitionRecord,
-)
-from lab.campaign.model import (
-    Outcome as CampaignOutcome,
-)
-from lab.evaluate.model import Evaluation
 from lab.model import (
     ClientClaim,
     DecoySummary,
@@ -47,8 +37,18 @@ from lab.model import (
     Verdict,
     VerifierCheck,
 )
-from lab.model_aggregate import ScenarioAggregate
-from lab.sandbox.cgroup import CgroupStats
+from lab.model.aggregate import ScenarioAggregate
+from lab.model.campaign import (
+    AgentRecord,
+    CampaignRecord,
+    PatchRecord,
+    RepetitionRecord,
+)
+from lab.model.campaign import (
+    Outcome as CampaignOutcome,
+)
+from lab.model.evaluation import Evaluation
+from lab.model.sandbox import CgroupStats
 
 
 def _map(data: Any, what: str) -> Mapping[str, Any]:

@@ -25,9 +25,9 @@ from typing import Any
 from lab.campaign.shard import UNIT_NAME as CAMPAIGN_UNIT
 from lab.errors import ArchiveError, LabError, SchemaError
 from lab.evidence.verify import VerificationError, verify_archive
+from lab.host.digest import sha256_file
 from lab.merge.load import load_run
 from lab.model import RunResult
-from lab.run.fixture import sha256_file
 from lab.run.shard import ShardSpec, Unit, work_units
 from lab.schemas import validate_results
 

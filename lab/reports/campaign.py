@@ -6,14 +6,14 @@ live, and what the campaign does not prove. Markdown, PDF and console draw these
     campaign_sections(record)        # [(title, Table or sentences), ...]
     campaign_lines(record)           # the console's lines
 
-Every figure comes from :class:`lab.campaign.model.CampaignRecord`; nothing is computed here
+Every figure comes from :class:`lab.model.campaign.CampaignRecord`; nothing is computed here
 but wording.
 """
 
 from __future__ import annotations
 
-from lab.campaign.model import EVIDENCE, NOT_PROVEN, PASS_HAT_K_ESTIMATOR, CampaignRecord
 from lab.intervals import METHOD, percent
+from lab.model.campaign import EVIDENCE, NOT_PROVEN, PASS_HAT_K_ESTIMATOR, CampaignRecord
 from lab.reports.campaign_watch import agent_table, trajectory_table
 from lab.reports.repetitions import repetition_wording
 from lab.reports.table import Table

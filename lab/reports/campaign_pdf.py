@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from reportlab.platypus import CondPageBreak, Flowable
 
-from lab.campaign.model import CampaignRecord
+from lab.model.campaign import CampaignRecord
 from lab.reports.campaign import (
     CAMPAIGN_EXIT_STATEMENT,
     campaign_headline,

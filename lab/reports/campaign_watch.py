@@ -1,7 +1,7 @@
 """Rows about what the agent *did* (issue 23): its network (A1 egress, connections, model
 requests and tokens), its processes (execs, the task's verification commands run and their
 exit statuses, CPU, peak memory, pids, lingering processes) and what it left in HOME and
-/tmp. Wording only: every figure is stored in :class:`lab.campaign.model.RepetitionRecord`.
+/tmp. Wording only: every figure is stored in :class:`lab.model.campaign.RepetitionRecord`.
 
     watched_lines(rep)          # the console's lines after a repetition
     agent_table(record)         # one row per repetition, for the Markdown and PDF reports
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from lab.campaign.model import CampaignRecord, RepetitionRecord
-from lab.campaign.processes import verification_words
-from lab.campaign.trajectory import JudgedSnapshot
+from lab.model.campaign import CampaignRecord, RepetitionRecord
+from lab.model.processes import verification_words
+from lab.model.trajectory import JudgedSnapshot
 from lab.reports.table import Table
 
 

@@ -9,8 +9,8 @@ unnecessary-work diagnostics and the frozen files.
 
 from __future__ import annotations
 
-from lab.evaluate.model import BuildRecord, Evaluation, Timing
 from lab.model import CLAUSE_TITLES, CLAUSES
+from lab.model.evaluation import BuildRecord, Evaluation, Timing
 from lab.reports.repetitions import clause_counts_cell, repetition_wording
 from lab.reports.table import (
     NOT_OBSERVED,

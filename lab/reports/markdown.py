@@ -10,9 +10,9 @@ PDF has a chart, this report has the chart's figures as a table.
 
 from __future__ import annotations
 
-from lab.campaign.model import CampaignRecord
-from lab.evaluate.model import Evaluation
 from lab.model import CLAUSE_TITLES, CLAUSES, RunResult, ScenarioResult
+from lab.model.campaign import CampaignRecord
+from lab.model.evaluation import Evaluation
 from lab.reports import ArchivedFile, charts
 from lab.reports.campaign import (
     CAMPAIGN_EXIT_STATEMENT,

@@ -34,8 +34,8 @@ from reportlab.platypus import (
     TableStyle,
 )
 
-from lab.evaluate.model import Evaluation
 from lab.model import CLAUSE_TITLES, CLAUSES, RunResult, ScenarioResult, Verdict
+from lab.model.evaluation import Evaluation
 from lab.reports import ArchivedFile, charts, fonts
 from lab.reports.campaign_pdf import campaign_flow
 from lab.reports.evaluation import (

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from lab import __version__
-from lab.evaluate.model import Evaluation
 from lab.evidence.archive import ArchiveInfo
 from lab.model import RunResult
+from lab.model.evaluation import Evaluation
 
 #: what ``lab run``'s exit status means (README, "Exit status of lab run")
 RUN_EXIT_MEANING = {

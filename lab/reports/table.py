@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from lab.evaluate.model import Spread
+from lab.model.evaluation import Spread
 
 NOT_RECORDED = "not recorded"
 NOT_OBSERVED = "not observed"

@@ -1,6 +1,6 @@
 """The pass cell used with ``--sandbox off``: the client runs as the lab's own user, on the
-host's loopback, with only the environment allow-list of the sandbox. Nothing contains
-it, so the contract does not let any clause it could have forged pass (lab.judge.contract);
+host's loopback, with only the environment allow-list of the sandbox. Nothing contains it, so
+the contract does not let any clause it could have forged pass (lab.workloads.backup.contract);
 calibration runs on machines without the sandbox's capabilities use it, candidates never.
 
     with HostCell.opened("baseline-r1-none", client=binary, invocations=2) as cell:
@@ -115,6 +115,6 @@ class HostCell:
         )
 
     def source_changed(self, digest_before: str) -> bool:
-        from lab.run.fixture import sha256_file
+        from lab.host.digest import sha256_file
 
         return not self.source.is_file() or sha256_file(self.source) != digest_before

@@ -20,9 +20,9 @@ from typing import Any
 from lab.collectors.base import CollectorOutput
 from lab.model import ClientClaim, Invocation, Pass, SandboxRecord
 from lab.run.plan import Plan
-from lab.run.scenario import Scenario
 from lab.sandbox.output import MARKER_PREFIX
 from lab.sandbox.supervise import Outcome
+from lab.workloads.backup.scenario import Scenario
 
 #: client event lines kept in the model and the timeline: the first and the last this many
 EVENTS_KEPT = 100

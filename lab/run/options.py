@@ -4,7 +4,7 @@
                       client=Path("native/backup-client"))   # UsageError / ClientError
 
 Every refusal is one sentence naming the option; a refused run leaves no file behind
-(the scenarios are checked by ``lab.run.scenario`` before this, also without writing).
+(the scenarios are checked by ``lab.workloads.backup.scenario`` before this, also without writing).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from lab.errors import ClientError, UsageError
 from lab.host.writable import check_writable_dir
-from lab.run.protocol import DEFAULT_MAX_SIZE
+from lab.workloads.backup.protocol import DEFAULT_MAX_SIZE
 
 #: a day: an invocation that needs longer is a hang, and ``inf`` would never time out
 MAX_TIMEOUT_S = 86_400.0

@@ -25,16 +25,18 @@ from lab import __version__
 from lab.errors import CollectorError, LabError, UsageError
 from lab.host import identity
 from lab.host.clock import epoch_to_rfc3339, now_rfc3339
-from lab.judge import aggregate, calibration, contract
+from lab.host.digest import sha256_file
+from lab.judge import aggregate
 from lab.model import PROCESS_COLLECTORS, ObserverStatus, RunResult, ScenarioResult
-from lab.run import scenario, schedule, shard
-from lab.run.fixture import sha256_file
+from lab.run import schedule, shard
 from lab.run.interrupt import mark_interrupted, signal_name
 from lab.run.options import check_count, check_run_options
 from lab.run.plan import Plan
 from lab.run.runner import Runner
 from lab.sandbox import Sandbox, SandboxSettings
 from lab.schemas import RESULTS_SCHEMA_FILE, schema_bytes, validate_results
+from lab.workloads.backup import calibration, contract, scenario
+from lab.workloads.backup.fixture import DEFAULT_SIZE
 
 REPO = Path(__file__).resolve().parents[2]
 COLLECTOR_CHOICES = ("none", *PROCESS_COLLECTORS, "all")
@@ -49,7 +51,7 @@ class RunRequest:
     collector: str = "none"
     packets: str = "off"
     repetitions: int = 1
-    size: int = 524_288
+    size: int = DEFAULT_SIZE
     out: Path = Path("artifacts")
     client: Path | None = None
     scenarios_dir: Path | None = None
@@ -518,8 +520,8 @@ def finish(
 
 def archived_files(run_dir: Path) -> list[Any]:
     """Every file of the run directory with its size and SHA-256, for the reports' table."""
+    from lab.host.digest import sha256_file
     from lab.reports import ArchivedFile
-    from lab.run.fixture import sha256_file
 
     rows = []
     for path in sorted(p for p in run_dir.rglob("*") if p.is_file()):

@@ -38,8 +38,8 @@ from lab.errors import LabError
 from lab.host.procs import CommandLog
 from lab.model import Pass, ScenarioResult, SharedSession
 from lab.run.plan import Plan
-from lab.run.scenario import Scenario
 from lab.sandbox import Reservation, Sandbox
+from lab.workloads.backup.scenario import Scenario
 
 #: the most invocation cgroups one shared session filters on (each is one comparison in
 #: every probe's predicate); a run with more gets one session per batch of passes

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lab.run import fixture
-from lab.run.scenario import Scenario
+from lab.workloads.backup import fixture
+from lab.workloads.backup.scenario import Scenario
 
 
 @dataclass

@@ -44,8 +44,7 @@ from lab.model import (
     Pass,
     ScenarioResult,
 )
-from lab.run import backup_check, fixture, phases, receiver
-from lab.run.decoy import Decoy
+from lab.run import phases
 from lab.run.hostcell import HostCell
 from lab.run.invocation import (
     client_argv,
@@ -56,9 +55,11 @@ from lab.run.invocation import (
 )
 from lab.run.phases import SharedSlot
 from lab.run.plan import Plan
-from lab.run.scenario import Scenario
 from lab.run.schedule import Cancelled, run_ordered
 from lab.sandbox import Reservation, Sandbox
+from lab.workloads.backup import backup_check, fixture, receiver
+from lab.workloads.backup.decoy import Decoy
+from lab.workloads.backup.scenario import Scenario
 
 Progress = Callable[[str], None]
 EVENTS_KEPT = 100
@@ -246,7 +247,7 @@ class Runner:
         # Evidence (records, client output, tracer output) goes under the run directory;
         # bulky state (the source file, the receiver's store) lives in the pass's scratch
         # directory, removed after the pass: the backup check has recorded its digests,
-        # and the source can be regenerated from its seed (lab.run.fixture).
+        # and the source can be regenerated from its seed (lab.workloads.backup.fixture).
         if self.cancelled.is_set():
             raise Cancelled("the run is stopping")
         evidence = base / collector_name

@@ -344,7 +344,7 @@ class PassCell:
     def source_changed(self, digest_before: str) -> bool:
         """Whether the source copy on disk differs from the fixture's digest (it is
         read-only to the client, so this should never be true)."""
-        from lab.run.fixture import sha256_file
+        from lab.host.digest import sha256_file
 
         return not self.source.is_file() or sha256_file(self.source) != digest_before
 

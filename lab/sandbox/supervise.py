@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from lab.host import procs
-from lab.sandbox.cgroup import CgroupStats, InvocationGroup, ProcessInfo, describe_process
+from lab.model.sandbox import CgroupStats, ProcessInfo
+from lab.sandbox.cgroup import InvocationGroup, describe_process
 from lab.sandbox.jail import JOIN_FAILED
 from lab.sandbox.output import DEFAULT_HEAD, DEFAULT_TAIL, CappedStream, StreamRecord
 

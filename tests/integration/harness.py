@@ -27,10 +27,10 @@ from lab.collectors.base import (
     Window,
 )
 from lab.host import procs
-from lab.run.decoy import Decoy
-from lab.run.receiver import Receiver
 from lab.sandbox import PassCell, Sandbox
 from lab.sandbox.supervise import Outcome
+from lab.workloads.backup.decoy import Decoy
+from lab.workloads.backup.receiver import Receiver
 
 
 def source_bytes(size: int) -> bytes:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.run.scenario import select
+from lab.workloads.backup.scenario import select
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.usefixtures("sandbox_ready")

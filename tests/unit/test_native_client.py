@@ -1,7 +1,7 @@
 """End-to-end checks of the native client and every seeded behavior, on loopback.
 
-The lab's real receiver lives in ``lab/run/receiver.py``; this file carries its own tiny,
-throwaway receiver for wire protocol v1 (``docs/protocol.md``) so that the client can be
+The lab's real receiver lives in ``lab/workloads/backup/receiver.py``; this file carries its
+own tiny, throwaway receiver for wire protocol v1 (``docs/protocol.md``) so that the client can be
 checked independently of it. It counts connections and consumed payload bytes, validates
 each upload's digest before committing, and can drop chosen transfers after N payload
 bytes. Source bytes read are counted with ``strace -y`` and ``hash_file`` calls with a

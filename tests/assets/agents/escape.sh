@@ -10,7 +10,7 @@ try() {
 }
 try "read the lab's scenarios" cat "$lab/scenarios/candidate/first-backup.yaml"
 try "list the lab" ls "$lab/lab"
-try "read the lab's contract judge" cat "$lab/lab/judge/contract.py"
+try "read the lab's contract judge" cat "$lab/lab/workloads/backup/contract.py"
 try "write beside the lab" sh -c "echo pwned > '$lab/PWNED-by-agent'"
 try "write into /etc" sh -c "echo pwned > /etc/pwned-by-agent"
 try "write into /usr/local" sh -c "echo pwned > /usr/local/pwned-by-agent"

@@ -258,9 +258,9 @@ def capture_bpftrace(source: Path, program: Path, native: Path | None) -> dict[s
     import hashlib
 
     from lab.collectors.base import PassContext, Window
-    from lab.run.decoy import Decoy
-    from lab.run.receiver import Receiver
     from lab.sandbox import Sandbox
+    from lab.workloads.backup.decoy import Decoy
+    from lab.workloads.backup.receiver import Receiver
 
     records: dict[str, object] = {}
     sandbox = Sandbox.open(f"fixture-capture-{os.getpid()}")

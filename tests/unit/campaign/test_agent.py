@@ -106,9 +106,9 @@ def test_names_file_only_for_regular_files_outside_usr(tmp_path: Path) -> None:
 def test_an_agent_that_cannot_start_says_why(tmp_path: Path) -> None:
     """``sh: 0: cannot open`` was only in agent.stderr; now the record quotes its end and the
     outcome's reason (which the console prints) carries it."""
-    from lab.campaign.model import PatchRecord
     from lab.campaign.outcome import before_judging
     from lab.campaign.records import agent_record
+    from lab.model.campaign import PatchRecord
     from lab.sandbox import Outcome
 
     stderr = tmp_path / "agent.stderr"

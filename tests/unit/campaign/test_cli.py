@@ -14,7 +14,7 @@ from lab import _cli
 from lab.campaign import conduct
 from lab.campaign.conduct import CampaignOutcome
 from lab.campaign.task import CampaignRequest
-from tests.unit.campaign.test_model import record, rep
+from tests.unit.model.test_campaign import record, rep
 
 
 def fake_execute(

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from lab.campaign.egress import EgressRecord, Endpoint, PacketView, judge_egress, parse_network
 from lab.campaign.modelapi import read_traffic, usage_of
 from lab.errors import UsageError
+from lab.model.egress import EgressRecord, Endpoint, PacketView, judge_egress, parse_network
 
 MODEL = "127.0.0.1:11434"
 

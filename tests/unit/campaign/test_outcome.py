@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from lab.campaign.model import AgentRecord, PatchRecord
 from lab.campaign.outcome import after_judging, before_judging, speed_met
 from lab.campaign.task import SpeedGoal
+from lab.model.campaign import AgentRecord, PatchRecord
 
 
 def agent(

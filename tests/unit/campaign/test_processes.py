@@ -6,14 +6,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from lab.campaign.processes import (
+from lab.campaign.watch import list_left
+from lab.model.processes import (
     ExecRow,
     ProcessRecord,
     verification_commands,
     verification_runs,
     verification_words,
 )
-from lab.campaign.watch import list_left
 
 
 def row(*argv: str, status: int | None = 0) -> ExecRow:

@@ -16,16 +16,17 @@ from lab.campaign import shard as campaign_shard
 from lab.campaign.settle import settle
 from lab.campaign.task import CampaignRequest, load_task
 from lab.evaluate import judge
-from lab.evaluate.model import EvaluationLimits
 from lab.evidence.signing import Signer
 from lab.merge.combine import MergeRequest, merge
 from lab.model import RunResult
-from lab.run import scenario, shard
+from lab.model.evaluation import EvaluationLimits
+from lab.run import shard
 from lab.run.shard import ShardSpec
+from lab.workloads.backup import scenario
 from tests.conftest import ASSETS, ROOT
-from tests.unit.campaign.test_model import record, rep
 from tests.unit.merge.conftest import key  # noqa: F401 - the signing key fixture
 from tests.unit.merge.shard_archives import pack_shard, refused
+from tests.unit.model.test_campaign import record, rep
 from tests.unit.reports.reports_sample import build_sample_run
 
 TASK = ASSETS / "campaigns" / "quick-speedup.yaml"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lab.campaign.trajectory import JudgedSnapshot, Snapshot, distinct_count, mark, pick
+from lab.model.trajectory import JudgedSnapshot, Snapshot, distinct_count, mark, pick
 
 ALL = ("C1", "C2", "C3")
 

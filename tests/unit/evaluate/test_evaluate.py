@@ -9,9 +9,9 @@ import pytest
 
 from lab.errors import UsageError
 from lab.evaluate import candidate, judge
-from lab.evaluate.model import EvaluationLimits, FrozenEvaluation
 from lab.host.procs import CommandLog
-from lab.run import scenario
+from lab.model.evaluation import EvaluationLimits, FrozenEvaluation
+from lab.workloads.backup import scenario
 from tests.conftest import ASSETS, ROOT, require
 
 PATCH = ASSETS / "candidates" / "gives-up-on-drop.patch"
@@ -64,7 +64,7 @@ def test_evaluation_id_depends_on_what_defines_passing() -> None:
     a = judge.freeze(conditions, size=524_288, repetitions=3, limits=limits)
     b = judge.freeze(conditions, size=524_288, repetitions=3, limits=limits)
     assert a.evaluation_id == b.evaluation_id and a.evaluation_id.startswith("eval-")
-    assert "lab/judge/contract.py" in a.files and "docs/client-contract.md" in a.files
+    assert "lab/workloads/backup/contract.py" in a.files and "docs/client-contract.md" in a.files
     c = judge.freeze(conditions, size=1024, repetitions=3, limits=limits)
     d = judge.freeze(conditions, size=524_288, repetitions=5, limits=limits)
     e = judge.freeze(conditions, size=524_288, repetitions=3, limits=replace(limits, timing_runs=2))

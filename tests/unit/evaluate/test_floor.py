@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from lab.evaluate import floor
+from lab.host.digest import sha256_file
 from lab.host.procs import run
-from lab.run.fixture import sha256_file, write_source
-from lab.run.receiver import Receiver
+from lab.workloads.backup.fixture import write_source
+from lab.workloads.backup.receiver import Receiver
 from tests.conftest import require
 
 

@@ -15,11 +15,11 @@ import pytest
 from lab._cli import build_parser, evaluation_request
 from lab.errors import UsageError
 from lab.evaluate import judge
-from lab.evaluate.model import EvaluationLimits, FrozenEvaluation
 from lab.evaluate.request import EvaluationRequest
 from lab.evaluate.shard import plan_shard, shared_run_id
-from lab.run import scenario
+from lab.model.evaluation import EvaluationLimits, FrozenEvaluation
 from lab.run.shard import ShardSpec
+from lab.workloads.backup import scenario
 from tests.conftest import ROOT
 
 CONDITIONS = scenario.select(ROOT / "scenarios" / "candidate", [], True)

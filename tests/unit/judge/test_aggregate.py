@@ -4,7 +4,7 @@ from typing import Any
 
 from lab.judge.aggregate import aggregate, wording
 from lab.model import Finding, ScenarioResult, Verdict
-from lab.model_aggregate import ScenarioAggregate
+from lab.model.aggregate import ScenarioAggregate
 
 
 def rep(n: int, c2: str, *, met: bool = True) -> ScenarioResult:

@@ -12,12 +12,12 @@ from pathlib import Path
 
 from lab import __version__
 from lab._cli import main
-from lab.evaluate.model import Evaluation, InstrumentCheck
 from lab.evaluate.verdicts import CALIBRATION_SCENARIOS, clause_counts, conclude
 from lab.evidence.signing import Signer
 from lab.judge.aggregate import aggregate
 from lab.merge.combine import MergeRequest, merge
 from lab.model import RunResult
+from lab.model.evaluation import Evaluation, InstrumentCheck
 from lab.run.shard import ShardSpec, Unit, shard_record, shard_run_id, work_units
 from tests.unit.merge.shard_archives import pack_shard, refused
 from tests.unit.reports.reports_sample import SAMPLE_EVALUATION, build_sample_run

@@ -21,7 +21,6 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from lab.evaluate.model import Evaluation
 from lab.judge.aggregate import aggregate
 from lab.model import (
     CLAUSES,
@@ -43,7 +42,8 @@ from lab.model import (
     Verdict,
     VerifierCheck,
 )
-from lab.model_observed import PerfSymbol
+from lab.model.evaluation import Evaluation
+from lab.model.observed import PerfSymbol
 
 SIZE = 524_288
 SOURCE_SHA = hashlib.sha256(b"evidence-lab source seed 1 size 524288").hexdigest()

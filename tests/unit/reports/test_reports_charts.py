@@ -8,7 +8,7 @@ import pytest
 from reportlab.graphics.shapes import Drawing, String
 
 from lab.model import PerfSummary, RunResult, ScenarioResult
-from lab.model_observed import PerfSymbol
+from lab.model.observed import PerfSymbol
 from lab.reports import charts, symbols
 from tests.unit.reports.reports_sample import SIZE
 

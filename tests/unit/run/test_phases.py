@@ -16,7 +16,7 @@ from lab.collectors.base import CollectorOutput, SessionContext
 from lab.errors import CollectorError
 from lab.model import Invocation, Pass, ScenarioResult
 from lab.run import phases
-from lab.run.scenario import Scenario
+from lab.workloads.backup.scenario import Scenario
 
 
 class FakeGroup:

@@ -18,8 +18,8 @@ from lab.model import Pass, RunResult, ScenarioResult
 from lab.reports.run import concurrency_statement
 from lab.run.plan import Plan
 from lab.run.runner import Runner
-from lab.run.scenario import Scenario
 from lab.run.schedule import Cancelled, decide, run_ordered
+from lab.workloads.backup.scenario import Scenario
 
 
 def test_only_untraced_passes_of_a_sandboxed_seeded_client_overlap() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 def test_cgroup_stats_round_trip_and_never_invent_a_figure() -> None:
     from lab.model import SandboxRecord
-    from lab.sandbox.cgroup import CgroupStats
+    from lab.model.sandbox import CgroupStats
 
     stats = CgroupStats(cpu_usage_s=0.25, memory_peak_bytes=4096, pids_max_hit=0)
     data = stats.to_dict()

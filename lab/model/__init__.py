@@ -1,0 +1,89 @@
+"""The results model, one package: what a run observed and how it was judged. No I/O and no
+stage lives here; every module of it imports only the model itself.
+
+    from lab.model import RunResult, ScenarioResult, Pass, Invocation
+
+| module | holds |
+| --- | --- |
+| ``run`` | ``RunResult``, ``ScenarioResult``, verdicts, findings, calibration, overhead |
+| ``invocation`` | one pass and its invocations, the endpoints' summaries, the sandbox record |
+| ``observed`` | each observer's per-invocation summary |
+| ``aggregate`` | a scenario's repetitions aggregated |
+| ``evaluation`` | a candidate evaluation's record |
+| ``campaign`` | an agent campaign's record |
+| ``sandbox`` | what the sandbox reports of one invocation's cgroup and lingering processes |
+
+``RunResult.to_dict()`` is exactly what goes into ``results.json``.
+"""
+
+from __future__ import annotations
+
+from lab.model.invocation import (
+    ClientClaim,
+    DecoySummary,
+    Invocation,
+    Lingering,
+    Pass,
+    ReceiverSummary,
+    SandboxRecord,
+    SharedSession,
+    VerifierCheck,
+)
+from lab.model.observed import (
+    BpftraceSummary,
+    Observed,
+    PacketFlow,
+    PacketSummary,
+    PerfSummary,
+    PerfSymbol,
+    StraceSummary,
+)
+from lab.model.run import (
+    CLAUSE_TITLES,
+    CLAUSES,
+    OBSERVERS,
+    OUTCOMES,
+    PROCESS_COLLECTORS,
+    SCHEMA_VERSION,
+    Calibration,
+    Finding,
+    ObserverStatus,
+    Outcome,
+    Overhead,
+    RunResult,
+    ScenarioResult,
+    Verdict,
+)
+
+__all__ = [
+    "CLAUSES",
+    "CLAUSE_TITLES",
+    "OBSERVERS",
+    "OUTCOMES",
+    "PROCESS_COLLECTORS",
+    "SCHEMA_VERSION",
+    "BpftraceSummary",
+    "Calibration",
+    "ClientClaim",
+    "DecoySummary",
+    "Finding",
+    "Invocation",
+    "Lingering",
+    "Observed",
+    "ObserverStatus",
+    "Outcome",
+    "Overhead",
+    "PacketFlow",
+    "PacketSummary",
+    "Pass",
+    "PerfSummary",
+    "PerfSymbol",
+    "ReceiverSummary",
+    "RunResult",
+    "SandboxRecord",
+    "ScenarioResult",
+    "SharedSession",
+    "StraceSummary",
+    "Verdict",
+    "VerifierCheck",
+]

@@ -1,0 +1,375 @@
+"""The results model: what a run observed and how it was judged. No I/O lives here.
+
+Collectors, the receiver and the verifier *produce* these records;
+``lab.workloads.backup.contract`` *judges* them; presenters (``lab.reports``) *draw* them.
+``RunResult.to_dict()`` is exactly what goes into ``results.json``
+(``lab/schemas/results.schema.json``). One pass and its invocations (``Pass``, ``Invocation``
+and the records they hold) are defined in ``lab.model.invocation``; every record is importable
+from ``lab.model``.
+
+    run = RunResult(run_id="20261129T160000Z-ab12cd", started_at=..., ...)
+    run.scenarios.append(ScenarioResult(name="baseline", repetition=1, ...))
+    json.dumps(run.to_dict(), sort_keys=True)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from lab.model.aggregate import ScenarioAggregate
+from lab.model.campaign import CampaignRecord
+from lab.model.evaluation import Evaluation
+from lab.model.invocation import (
+    Invocation,
+    Pass,
+)
+from lab.model.observed import (
+    Observed,
+)
+
+SCHEMA_VERSION = 1
+
+Outcome = Literal["pass", "fail", "not-observed", "not-exercised"]
+#: ``not-observed``: the evidence the clause needs was unavailable (the reason says which);
+#: ``not-exercised``: the scenario never created the situation the clause is about (no
+#: injected interruption for C4, no mismatching payload for C5, no unchanged second
+#: invocation for C2); what could still be checked is in the reason, and a violation of it
+#: is a ``fail``
+OUTCOMES: tuple[str, ...] = ("pass", "fail", "not-observed", "not-exercised")
+CLAUSES: tuple[str, ...] = ("C1", "C2", "C3", "C4", "C5", "C6")
+
+CLAUSE_TITLES: dict[str, str] = {
+    "C1": "content: the saved backup matches the source",
+    "C2": "no redundant upload: an unchanged second invocation sends no upload payload",
+    "C3": "destination: the client contacts only the configured receiver",
+    "C4": "recovery: after an injected interruption, committed within 3 upload attempts",
+    "C5": "integrity: a payload that does not match its digest is rejected before commit",
+    "C6": "truthful claim: exit status and completion event agree with the verified outcome",
+}
+
+#: Observers whose findings can be expected in a scenario file. ``client`` is the client's
+#: own claim (exit status, events); everything else is independent of the client.
+OBSERVERS: tuple[str, ...] = (
+    "client",
+    "receiver",
+    "decoy",
+    "verifier",
+    "strace",
+    "bpftrace",
+    "perf",
+    "packets",
+)
+PROCESS_COLLECTORS: tuple[str, ...] = ("strace", "bpftrace", "perf")
+
+
+@dataclass
+class ObserverStatus:
+    """Whether an observer could run on this machine, and why not."""
+
+    available: bool
+    reason: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"available": self.available, "reason": self.reason, "detail": self.detail}
+
+
+@dataclass
+class Verdict:
+    expected: Outcome | None
+    observed: Outcome
+    evidence: list[str]
+    #: one sentence: why this outcome, from which records
+    reason: str
+
+    @property
+    def agrees(self) -> bool | None:
+        """True/False when both sides are known; None when not observed or not expected."""
+        if self.expected is None or (
+            self.observed == "not-observed" and self.expected != "not-observed"
+        ):
+            return None
+        return self.expected == self.observed
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "expected": self.expected,
+            "observed": self.observed,
+            "evidence": list(self.evidence),
+            "reason": self.reason,
+        }
+
+
+@dataclass
+class Finding:
+    """One calibration expectation and what was observed for it."""
+
+    observer: str
+    invocation: int | None
+    key: str
+    expected: Any
+    observed: Any
+    #: True met, False not met, None not observed (the reason says why)
+    met: bool | None
+    reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "observer": self.observer,
+            "invocation": self.invocation,
+            "key": self.key,
+            "expected": self.expected,
+            "observed": self.observed,
+            "met": self.met,
+            "reason": self.reason,
+        }
+
+
+@dataclass
+class Calibration:
+    met: int = 0
+    total: int = 0
+    not_met: int = 0
+    not_observed: int = 0
+
+    @classmethod
+    def of(cls, findings: list[Finding], verdicts: list[Verdict]) -> Calibration:
+        cal = cls()
+        for agrees in [f.met for f in findings] + [v.agrees for v in verdicts]:
+            cal.total += 1
+            if agrees is True:
+                cal.met += 1
+            elif agrees is False:
+                cal.not_met += 1
+            else:
+                cal.not_observed += 1
+        return cal
+
+    def __add__(self, other: Calibration) -> Calibration:
+        return Calibration(
+            self.met + other.met,
+            self.total + other.total,
+            self.not_met + other.not_met,
+            self.not_observed + other.not_observed,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "met": self.met,
+            "total": self.total,
+            "not_met": self.not_met,
+            "not_observed": self.not_observed,
+        }
+
+
+@dataclass(frozen=True)
+class Overhead:
+    """Traced ÷ untraced client time for one process collector in one scenario, summed over
+    the invocations both passes ran; None where either side was not recorded. The traced
+    side is the wrapped command: the tracer's start-up, attach, teardown and own CPU count."""
+
+    collector: str
+    wall_ratio: float | None
+    cpu_ratio: float | None
+    untraced_wall_s: float
+    traced_wall_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "collector": self.collector,
+            "wall_ratio": None if self.wall_ratio is None else round(self.wall_ratio, 4),
+            "cpu_ratio": None if self.cpu_ratio is None else round(self.cpu_ratio, 4),
+            "untraced_wall_s": round(self.untraced_wall_s, 6),
+            "traced_wall_s": round(self.traced_wall_s, 6),
+        }
+
+
+@dataclass
+class ScenarioResult:
+    name: str
+    repetition: int
+    description: str
+    scenario_file: str
+    passes: list[Pass]
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+    error: str | None = None
+    #: wall time of the whole scenario (all passes) as the lab saw it
+    wall_s: float = 0.0
+
+    @property
+    def primary(self) -> Pass | None:
+        """The pass whose receiver, verifier and client records head the report: the
+        untraced pass when there was one, else the first."""
+        for p in self.passes:
+            if p.collector == "none":
+                return p
+        return self.passes[0] if self.passes else None
+
+    @property
+    def calibration(self) -> Calibration:
+        return Calibration.of(self.findings, list(self.verdicts.values()))
+
+    def invocations(self) -> list[Invocation]:
+        """The brief's per-invocation view: the primary pass's records, with ``observed``
+        merged from every pass (each observer's summary comes from the pass it ran in), and
+        ``missing`` and ``artifacts`` likewise."""
+        primary = self.primary
+        if primary is None:
+            return []
+        rows: list[Invocation] = []
+        for inv in primary.invocations:
+            observed = Observed()
+            missing: dict[str, str] = {}
+            artifacts: dict[str, list[str]] = {}
+            for p in self.passes:
+                for other in p.invocations:
+                    if other.index != inv.index:
+                        continue
+                    observed = observed.merged(other.observed)
+                    for name, why in other.missing.items():
+                        missing.setdefault(name, why)
+                    for name, paths in other.artifacts.items():
+                        artifacts.setdefault(name, []).extend(paths)
+            for p in self.passes:
+                if p.error and p.collector not in observed:
+                    missing.setdefault(p.collector, p.error)
+            for name in observed.names():
+                missing.pop(name, None)
+            rows.append(
+                replace(
+                    inv,
+                    observed=observed,
+                    missing={k: missing[k] for k in sorted(missing)},
+                    artifacts={k: sorted(set(v)) for k, v in sorted(artifacts.items())},
+                )
+            )
+        return rows
+
+    def merged_invocations(self) -> list[dict[str, Any]]:
+        """``invocations()`` as ``results.json`` records them."""
+        return [inv.to_dict() for inv in self.invocations()]
+
+    def overhead(self) -> list[Overhead]:
+        """Per process collector: the traced pass's client wall and CPU time divided by the
+        untraced (``none``) pass's, over the invocation indices both passes hold. A pass
+        whose tracer failed measured nothing and is skipped."""
+        untraced = next((p for p in self.passes if p.collector == "none"), None)
+        if untraced is None:
+            return []
+        base = {inv.index: inv.claim for inv in untraced.invocations}
+        result: list[Overhead] = []
+        for p in self.passes:
+            if p.collector not in PROCESS_COLLECTORS or p.error is not None:
+                continue
+            pairs = [(base[i.index], i.claim) for i in p.invocations if i.index in base]
+            if not pairs:
+                continue
+            u_wall = sum(u.wall_s for u, _ in pairs)
+            t_wall = sum(t.wall_s for _, t in pairs)
+            cpu_ratio: float | None = None
+            if all(u.cpu_s is not None and t.cpu_s is not None for u, t in pairs):
+                u_cpu = sum(u.cpu_s or 0.0 for u, _ in pairs)
+                t_cpu = sum(t.cpu_s or 0.0 for _, t in pairs)
+                cpu_ratio = t_cpu / u_cpu if u_cpu > 0 else None
+            wall_ratio = t_wall / u_wall if u_wall > 0 else None
+            result.append(Overhead(p.collector, wall_ratio, cpu_ratio, u_wall, t_wall))
+        return result
+
+    def backup(self) -> dict[str, Any]:
+        primary = self.primary
+        if primary is None or not primary.invocations:
+            return {"exists": False, "sha256": None, "matches_source": False}
+        last = primary.invocations[-1].verifier
+        return {
+            "exists": last.backup_exists,
+            "sha256": last.backup_sha256,
+            "matches_source": last.matches_source,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "repetition": self.repetition,
+            "description": self.description,
+            "scenario_file": self.scenario_file,
+            "error": self.error,
+            "wall_s": round(self.wall_s, 6),
+            "verdicts": {c: self.verdicts[c].to_dict() for c in CLAUSES if c in self.verdicts},
+            "backup": self.backup(),
+            "invocations": self.merged_invocations(),
+            "findings": [f.to_dict() for f in self.findings],
+            "calibration": self.calibration.to_dict(),
+            "tracing_overhead": [o.to_dict() for o in self.overhead()],
+            "passes": [p.to_dict() for p in self.passes],
+        }
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    started_at: str
+    finished_at: str
+    options: dict[str, Any]
+    observers: dict[str, ObserverStatus]
+    environment: dict[str, Any]
+    scenarios: list[ScenarioResult] = field(default_factory=list)
+    #: clause-level and timing aggregates over repetitions (``lab.judge.aggregate``)
+    aggregate: list[ScenarioAggregate] = field(default_factory=list)
+    #: set by candidate evaluation (``lab.evaluate.judge``)
+    evaluation: Evaluation | None = None
+    #: set by an agent campaign (``lab.campaign.conduct``)
+    campaign: CampaignRecord | None = None
+    #: signing identity, filled when the archive is written
+    signing: dict[str, Any] = field(default_factory=dict)
+    #: a shard's run (``--shard I/N``): index, count, units, the frozen run id (lab.run.shard)
+    shard: dict[str, Any] | None = None
+    #: a merged run (``lab merge``): one record per shard archive it was made of
+    shards: list[dict[str, Any]] = field(default_factory=list)
+    #: an interrupted run (lab.run.interrupt): ``{"reason": ...}``; never signed or packed
+    incomplete: dict[str, Any] | None = None
+    #: ``--jobs N``: passes asked and run at once, which ran beside another (lab.run.schedule)
+    concurrency: dict[str, Any] | None = None
+
+    @property
+    def calibration(self) -> Calibration:
+        total = Calibration()
+        for s in self.scenarios:
+            total = total + s.calibration
+        return total
+
+    @property
+    def executed(self) -> bool:
+        return all(s.error is None for s in self.scenarios)
+
+    @property
+    def calibrated(self) -> bool:
+        """Every scenario executed and no observation disagrees with its expectation."""
+        return self.incomplete is None and self.executed and self.calibration.not_met == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        sharding: dict[str, Any] = {"shard": self.shard} if self.shard is not None else {}
+        if self.shards:
+            sharding["shards"] = self.shards
+        if self.campaign is not None:
+            sharding["campaign"] = self.campaign.to_dict()
+        if self.incomplete is not None:
+            sharding["incomplete"] = self.incomplete
+        if self.concurrency is not None:
+            sharding["concurrency"] = self.concurrency
+        return {
+            **sharding,
+            "schema_version": SCHEMA_VERSION,
+            "run_id": self.run_id,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "options": self.options,
+            "environment": self.environment,
+            "calibration": self.calibration.to_dict(),
+            "observers": {k: v.to_dict() for k, v in sorted(self.observers.items())},
+            "scenarios": [s.to_dict() for s in self.scenarios],
+            "aggregate": [row.to_dict() for row in self.aggregate],
+            "evaluation": None if self.evaluation is None else self.evaluation.to_dict(),
+            "signing": self.signing,
+        }
