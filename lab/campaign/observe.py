@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from lab.campaign.agent import egress_witness, sandboxed_make
-from lab.campaign.snapshots import PlateauWatch, SnapshotJudge, Snapshotter, judge_trajectory
+from lab.campaign.snapshots import (
+    Known,
+    PlateauWatch,
+    SnapshotJudge,
+    Snapshotter,
+    judge_trajectory,
+)
 from lab.campaign.task import CampaignRequest, Task
 from lab.campaign.watch import ProcessWitness
 from lab.campaign.workspace import Workspace
@@ -90,6 +96,7 @@ class Observation:
                                         task=task.to_dict())  # fmt: skip
         self.shots = Snapshotter(ws, scratch, log=log)
         self.k = request.stop_on_plateau
+        self.clauses = task.clauses
         self.watch: PlateauWatch | None = None
         self.judged: list[JudgedSnapshot] | None = None
         self.taken: list[Snapshot] = []
@@ -108,11 +115,25 @@ class Observation:
         self.judged = None if self.watch is None else self.watch.finish()
         self.taken = self.shots.stop()
 
+    def _final(self, rep: RepetitionRecord) -> Known:
+        """The final result's judgement by its tree, so an equal snapshot is not judged
+        again (the final result is judged with timing; a snapshot without)."""
+        final = None if rep.patch is None else rep.patch.final_commit
+        if final is None:
+            return {}
+        if rep.outcome == "build-failed":
+            return {self.shots.tree_of(final): ("build-failed", {})}
+        if rep.evaluation is None or rep.outcome not in ("met", "failed", "agent-crashed"):
+            return {}
+        clauses = {c: "fail" if c in rep.failed_clauses else "pass" for c in self.clauses}
+        return {self.shots.tree_of(final): ("judged", clauses)}
+
     def finish(self, rep: RepetitionRecord, say: Callable[[str], None]) -> RepetitionRecord:
         say(f"Repetition {rep.index}: judging the trajectory ({len(self.taken)} snapshot(s))")
         k = self.k or PLATEAU_K
         trajectory = judge_trajectory(self.shots, self.taken, self.rep_dir / "trajectory",
-                                      self.judge, plateau_k=k, judged=self.judged)  # fmt: skip
+                                      self.judge, plateau_k=k, judged=self.judged,
+                                      known=self._final(rep))  # fmt: skip
         if self.watch is not None and self.watch.stopped_at is not None:
             rep = dataclasses.replace(
                 rep,

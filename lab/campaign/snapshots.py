@@ -102,6 +102,12 @@ class Snapshotter:
         shutil.rmtree(self.scratch / "snapshot", ignore_errors=True)
         return list(self.taken)
 
+    def tree_of(self, commit: str) -> str:
+        empty = self.scratch / "diff-tree"
+        empty.mkdir(exist_ok=True)
+        return _git(self.ws.gitdir, empty, ["rev-parse", f"{commit}^{{tree}}"], self.log,
+                    capture=True).strip()  # fmt: skip
+
     def native_patch(self, shot: Snapshot, out: Path) -> bool:
         """``git diff`` of ``native/`` from the baseline to ``shot`` into ``out``; False
         when native/ is as given. (An empty lab-owned work tree: nothing the agent wrote
@@ -118,12 +124,25 @@ class Snapshotter:
 SnapshotJudge = Callable[[Path, Path], tuple[str, dict[str, str]]]
 
 
+#: tree id -> (status, clauses) already judged (the final result's, say)
+Known = dict[str, tuple[str, dict[str, str]]]
+
+
 def judge_one(
-    shots: Snapshotter, shot: Snapshot, out_dir: Path, judge: SnapshotJudge
+    shots: Snapshotter,
+    shot: Snapshot,
+    out_dir: Path,
+    judge: SnapshotJudge,
+    known: Known | None = None,
 ) -> JudgedSnapshot:
     where = out_dir / f"s{shot.index}"
     where.mkdir(parents=True, exist_ok=True)
-    if shots.native_patch(shot, where / "native.patch"):
+    if known and shot.tree in known:  # the same tree as the final result: judged once
+        status, clauses = known[shot.tree]
+        (where / "same-as-final.txt").write_text(
+            f"tree {shot.tree} is the final result's: its judgement is repetitions/rN/judged/\n"
+        )
+    elif shots.native_patch(shot, where / "native.patch"):
         status, clauses = judge(where / "native.patch", where)
     else:
         status, clauses = "no-change", {}
@@ -139,18 +158,19 @@ def judge_trajectory(
     *,
     plateau_k: int = PLATEAU_K,
     judged: list[JudgedSnapshot] | None = None,
+    known: Known | None = None,
 ) -> TrajectoryRecord:
     """Judge the picked snapshots in order (``out_dir/sN/``); mark the trajectory. With
     ``judged`` (a :class:`PlateauWatch` judged them while the agent worked) only a final
     state unlike the last judged one is judged here."""
     if judged is None:
-        rows = [judge_one(shots, shot, out_dir, judge) for shot in pick(taken)]
+        rows = [judge_one(shots, shot, out_dir, judge, known) for shot in pick(taken)]
     else:
         rows = list(judged)
         trees = {s.index: s.tree for s in taken}
         last = trees.get(rows[-1].index) if rows else None
         if taken and taken[-1].tree != last:
-            rows.append(judge_one(shots, taken[-1], out_dir, judge))
+            rows.append(judge_one(shots, taken[-1], out_dir, judge, known))
     return mark(rows, plateau_k=plateau_k, taken=len(taken), distinct=distinct_count(taken))
 
 
