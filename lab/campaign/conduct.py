@@ -26,14 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.campaign import workspace
-from lab.campaign.agent import (
-    MOUNTED,
-    agent_argv,
-    cell_dirs,
-    names_file,
-    run_agent,
-    sandboxed_make,
-)
+from lab.campaign.agent import MOUNTED, agent_argv, cell_dirs, names_file, run_agent, sandboxed_make
 from lab.campaign.observe import Observation, snapshot_judge
 from lab.campaign.outcome import after_judging, before_judging, speed_met
 from lab.campaign.records import agent_record, dependencies, native_record
@@ -45,6 +38,7 @@ from lab.evaluate.candidate import BUILD_TIMEOUT_S, build, prepare
 from lab.evaluate.judge import check_instrument, freeze, judge_built
 from lab.evaluate.verdicts import CALIBRATION_SCENARIOS, failed_clauses
 from lab.evidence.archive import ArchiveInfo
+from lab.evidence.test_result import write_test_results
 from lab.host import identity, procs
 from lab.host.clock import epoch_to_rfc3339
 from lab.model import RunResult, ScenarioResult
@@ -398,6 +392,7 @@ class _Campaign:
             client=REPO / "native" / "backup-client",
         )
         result.campaign = record
+        write_test_results(self.run_dir, record, self.prepared.signer)  # beside the provenance
         result.shard = None if self.part is None else self.part.record
         archive = finish(
             result,
