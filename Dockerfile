@@ -48,15 +48,19 @@ WORKDIR /lab
 COPY native/ /lab/native/
 RUN make -C native clean && make -C native
 
+# What the lab reads besides its modules, in the layout of a checkout; the package below
+# carries the same files as package data (lab/_data/* link here, lab/resources.py).
+COPY scenarios/ /lab/scenarios/
+COPY probes/ /lab/probes/
+COPY campaigns/ /lab/campaigns/
+# The public contract an agent campaign's workspace holds (lab/campaign/workspace.py).
+COPY docs/protocol.md docs/client-contract.md /lab/docs/
+
 # The package itself (build backend pinned in docker/requirements.lock, hence no isolation).
 COPY pyproject.toml README.md* /lab/
 COPY lab/ /lab/lab/
 RUN pip install --no-cache-dir --no-index --no-deps --no-build-isolation /lab \
  && rm -rf /lab/build /lab/*.egg-info
-COPY scenarios/ /lab/scenarios/
-COPY probes/ /lab/probes/
-# The public contract an agent campaign's workspace holds (lab/campaign/workspace.py).
-COPY docs/protocol.md docs/client-contract.md /lab/docs/
 
 # What is in the image, readable by the lab's provenance and by anyone with `docker run`.
 RUN mkdir -p /usr/share/lab/manifest \

@@ -35,7 +35,7 @@ from lab.evaluate import timing  # noqa: E402
 from lab.host import procs  # noqa: E402
 from lab.host.doctor import check  # noqa: E402
 from lab.model import PROCESS_COLLECTORS  # noqa: E402
-from lab.run.orchestrate import RunRequest, execute  # noqa: E402
+from lab.pipeline import RunRequest, execute  # noqa: E402
 
 CLIENT = ROOT / "native" / "backup-client"
 SIZES = {"512 KiB": 512 * 1024, "8 MiB": 8 * 1024 * 1024, "64 MiB": 64 * 1024 * 1024}

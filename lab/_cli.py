@@ -21,7 +21,7 @@ from lab._parser import build_parser, completion_script
 from lab.errors import ArchiveError, LabError
 from lab.evaluate.request import EvaluationRequest
 from lab.model.evaluation import CandidateKind, Evaluation
-from lab.run.orchestrate import RunRequest, execute
+from lab.pipeline import RunRequest, execute
 
 __all__ = ["build_parser", "main"]
 

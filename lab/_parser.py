@@ -16,7 +16,7 @@ from pathlib import Path
 
 from lab import __version__
 from lab.errors import LabError
-from lab.run.orchestrate import COLLECTOR_CHOICES, PACKET_CHOICES, SANDBOX_CHOICES
+from lab.pipeline import COLLECTOR_CHOICES, PACKET_CHOICES, SANDBOX_CHOICES
 from lab.run.shard import ShardSpec
 from lab.workloads.backup.fixture import DEFAULT_SIZE
 
@@ -353,23 +353,11 @@ def _add_campaign(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         default=None,
         help="exit 0 when at least K runs met the task (default: every run)",
     )
-    cp.add_argument(
-        "--agent-network",
-        action="append",
-        default=None,
-        help="the agent's network: host (default; unwitnessed), none, or model=HOST:PORT "
-        "(repeatable): a namespace of its own whose only way out is a forwarder to each "
-        "endpoint, which answers at the same HOST:PORT inside; its packets and connections "
-        "are witnessed (clause A1 egress)",
-    )
-    cp.add_argument(
-        "--stop-on-plateau",
-        type=_positive,
-        default=None,
-        metavar="K",
-        help="judge the workspace's snapshots while the agent works and end a repetition "
-        "after K judged in a row with no new passing clause (outcome plateaued)",
-    )
+    cp.add_argument("--agent-network", action="append", default=None, help="the agent's "
+                    "network: host (default), none, or model=HOST:PORT (repeatable; witnessed: "
+                    "its only way out is a forwarder to each, clause A1 egress)")  # fmt: skip
+    cp.add_argument("--stop-on-plateau", type=_positive, default=None, metavar="K", help="end "
+                    "a repetition after K judged snapshots in a row with no new pass")  # fmt: skip
     cp.add_argument(
         "--agent-env",
         action="append",

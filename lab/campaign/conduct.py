@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lab import resources
 from lab.campaign import workspace
 from lab.campaign.agent import MOUNTED, agent_argv, cell_dirs, names_file, run_agent, sandboxed_make
 from lab.campaign.observe import Observation, snapshot_judge
@@ -44,8 +45,7 @@ from lab.host.clock import epoch_to_rfc3339
 from lab.model import RunResult, ScenarioResult
 from lab.model.campaign import AgentRecord, CampaignRecord, Outcome, PatchRecord, RepetitionRecord
 from lab.model.evaluation import Evaluation, EvaluationLimits, FrozenEvaluation
-from lab.run.options import check_client
-from lab.run.orchestrate import (
+from lab.pipeline import (
     REPO,
     Setup,
     finish,
@@ -54,6 +54,7 @@ from lab.run.orchestrate import (
     open_run,
     setup,
 )
+from lab.run.options import check_client
 from lab.run.shard import check_run_id
 from lab.workloads.backup import scenario
 
@@ -81,10 +82,10 @@ def execute(
         raise CampaignError("--agent-cmd is empty; give the command that runs the agent.")
     if not request.local and not identity.in_lab_image():
         return _in_image(request)
-    check_client(REPO / "native" / "backup-client")
+    check_client(resources.native_client())
     ev = settings.evaluation
-    conditions = scenario.select(REPO / "scenarios" / "candidate", [], True)
-    calibration = scenario.select(REPO / "scenarios", list(CALIBRATION_SCENARIOS), False)
+    conditions = scenario.select(resources.scenarios_dir() / "candidate", [], True)
+    calibration = scenario.select(resources.scenarios_dir(), list(CALIBRATION_SCENARIOS), False)
     limits = EvaluationLimits(
         invocation_timeout_s=ev.timeout_s,
         build_timeout_s=BUILD_TIMEOUT_S,
@@ -191,7 +192,7 @@ class _Campaign:
         requires (a speed-up task: it passes; a bug-fix task: it fails)."""
         ev = self.settings.evaluation
         self.say(f"Baseline: the unchanged client must {self.task.baseline_must} the contract")
-        client = REPO / "native" / "backup-client"
+        client = resources.native_client()
         record = Evaluation(frozen=self.frozen, candidate=native_record(), status="fail")
         base_dir = self.run_dir / "baseline"
         base_dir.mkdir()
@@ -389,7 +390,7 @@ class _Campaign:
             prepared=self.prepared,
             packets=ev.packets,
             scenario_results=scenario_results,
-            client=REPO / "native" / "backup-client",
+            client=resources.native_client(),
         )
         result.campaign = record
         write_test_results(self.run_dir, record, self.prepared.signer)  # beside the provenance

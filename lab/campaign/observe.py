@@ -38,8 +38,8 @@ from lab.host import procs
 from lab.model.campaign import RepetitionRecord
 from lab.model.evaluation import Evaluation, FrozenEvaluation
 from lab.model.trajectory import PLATEAU_K, JudgedSnapshot, Snapshot
+from lab.pipeline import Setup
 from lab.reports.campaign_watch import watched_lines
-from lab.run.orchestrate import Setup
 from lab.workloads.backup import scenario
 
 

@@ -13,16 +13,16 @@ import os
 from pathlib import Path
 from typing import Any
 
+from lab import resources
 from lab.campaign.task import Task
 from lab.host.digest import sha256_file
 from lab.model.campaign import AgentRecord, CampaignRecord
 from lab.model.evaluation import BuildRecord, CandidateRecord
-from lab.run.orchestrate import REPO
 from lab.sandbox import Outcome as SandboxOutcome
 
 
 def native_record() -> CandidateRecord:
-    client = REPO / "native" / "backup-client"
+    client = resources.native_client()
     digest = sha256_file(client)
     return CandidateRecord(
         kind="binary",

@@ -26,10 +26,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lab import resources
 from lab.errors import CampaignError
 from lab.host import procs
 from lab.host.digest import sha256_file
-from lab.run.orchestrate import REPO
 
 #: what the agent may read and edit, repository-relative (``native/`` sources and Makefile)
 PUBLIC_DOCS = ("docs/protocol.md", "docs/client-contract.md")
@@ -116,7 +116,7 @@ def given_files() -> list[str]:
     Makefile, the public contract."""
     native = sorted(
         f"native/{p.name}"
-        for p in (REPO / "native").iterdir()
+        for p in resources.native_dir().iterdir()
         if p.is_file() and (p.suffix in NATIVE_SUFFIXES or p.name == "Makefile")
     )
     return [*native, *PUBLIC_DOCS]
@@ -129,15 +129,15 @@ def create(
     gitdir = scratch / "lab.git"
     root.mkdir(mode=0o755)
     files = given_files()
-    missing = [rel for rel in files if not (REPO / rel).is_file()]
+    missing = [rel for rel in files if not resources.path(rel).is_file()]
     if missing:
         raise CampaignError(
-            f"{REPO / missing[0]} is missing, and an agent's workspace must hold it; "
+            f"{resources.path(missing[0])} is missing, and an agent's workspace must hold it; "
             "run the campaign from a complete checkout (or a lab image built from one)."
         )
     for rel in files:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(REPO / rel, root / rel)
+        shutil.copyfile(resources.path(rel), root / rel)
     (root / "TASK.md").write_text(task_text if task_text.endswith("\n") else task_text + "\n")
     (root / ".gitignore").write_text(GITIGNORE)
     manifest = {

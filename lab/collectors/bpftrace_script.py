@@ -18,9 +18,10 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab import resources
 from lab.errors import CollectorError
 
-PROBES_DIR = Path(__file__).resolve().parents[2] / "probes"
+PROBES_DIR = resources.probes_dir()
 DEFAULT_SCRIPT = PROBES_DIR / "client.bt"
 PLACEHOLDER = "__BINARY__"
 CGROUPS_PLACEHOLDER = "__CGROUPS__"

@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 
 from lab.collectors.base import CollectorOutput, InvocationContext, ProcessCollector
 from lab.errors import ToolMissingError
+from lab.host.capabilities import effective_capabilities
 from lab.host.procs import Completed, require_tool, run
 from lab.model import ObserverStatus
 from lab.model.observed import PerfSummary, PerfSymbol
@@ -360,8 +361,6 @@ def read_paranoid(path: Path = PARANOID_PATH) -> int | None:
 
 
 def _privileged() -> bool:
-    from lab.host.doctor import effective_capabilities  # doctor imports collectors lazily
-
     caps = effective_capabilities()
     return os.geteuid() == 0 or "CAP_PERFMON" in caps or "CAP_SYS_ADMIN" in caps
 

@@ -41,11 +41,16 @@ BUILD_INPUTS = (
     "lab",
     "scenarios",
     "probes",
+    "campaigns",
     "pyproject.toml",
     "docs/protocol.md",
     "docs/client-contract.md",
 )
-_SKIP_INPUT = re.compile(r"(__pycache__|\.pyc$|\.o$|^native/backup-client$|^docker/wheels/)")
+#: lab/_data/* link to the top-level directories (lab/resources.py): their files are counted
+#: once, under their own names
+_SKIP_INPUT = re.compile(
+    r"(__pycache__|\.pyc$|\.o$|^native/backup-client$|^docker/wheels/|^lab/_data/)"
+)
 
 
 #: the platforms ``pip download`` may pick wheels for: Debian 12 has glibc 2.36, and pip 23

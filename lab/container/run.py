@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from lab.container.engine import Context, Engine, ensure_engine, follow, write_json
 from lab.container.image import ensure_image, git_revision
-from lab.errors import ContainerError
+from lab.errors import ContainerError, UsageError
 from lab.host import capabilities, procs
 from lab.host.identity import builder_id, git_repository
 
@@ -407,6 +407,11 @@ def delegate(
     """Hand ``python -m lab ARGS`` (an ``evaluate`` or ``campaign`` asked for outside the
     image) to the lab image, the artifacts landing in ``out``: its exit status, and with
     ``json_document`` (``ARGS`` then hold ``--json``) its document, progress on stderr."""
+    if not (root / "Dockerfile").is_file():
+        raise UsageError(
+            f"{root} is not a checkout of the lab (no Dockerfile), so the lab image cannot be "
+            "built from it; run from a checkout, or pass --local to judge on this machine."
+        )
     ctx = Context.for_repo(root, artifacts=out.resolve(), human_on_stderr=json_document)
     if not json_document:
         done = run_lab(ctx, args, mounts=mounts, forward_env=forward_env)

@@ -16,11 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from lab import resources
 from lab.errors import UsageError
 from lab.host import procs
 from lab.host.digest import sha256_file
 from lab.model.evaluation import BuildRecord, CandidateKind, CandidateRecord, MakeStep, PatchStep
-from lab.run.orchestrate import REPO
 
 BUILD_TIMEOUT_S = 300.0
 #: runs the build's ``make`` somewhere else (``lab campaign``: in the sandbox):
@@ -88,7 +88,9 @@ def prepare(kind: CandidateKind, given: Path, workspace: Path, log: procs.Comman
         return Candidate(kind, given, workspace / "src", input_digest(kind, given))
     # a patch against the lab's native/ client, applied to a copy
     shutil.copytree(
-        REPO / "native", workspace / "native", ignore=shutil.ignore_patterns("*.o", "backup-client")
+        resources.native_dir(),
+        workspace / "native",
+        ignore=shutil.ignore_patterns("*.o", "backup-client"),
     )
     candidate = Candidate(kind, given, workspace / "native", input_digest(kind, given))
     inside_native = _patch_is_native_relative(given)

@@ -17,11 +17,10 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab import resources
 from lab.host import procs
 from lab.host.digest import sha256_file
-from lab.run.orchestrate import REPO
 
-SOURCE = REPO / "native" / "reference" / "uploader.c"
 #: the same warnings-as-errors C11 flags as the seeded client (native/Makefile)
 CFLAGS = ("-std=c11", "-Wall", "-Wextra", "-Werror", "-O2")
 
@@ -44,9 +43,10 @@ class Floor:
 
 def build(out_dir: Path, log: procs.CommandLog | None) -> Floor:
     """Compile the reference uploader into ``out_dir``; a failure is a recorded reason."""
-    if not SOURCE.is_file():
-        return Floor(None, None, f"{SOURCE} is missing from this checkout")
-    source_sha = sha256_file(SOURCE)
+    source = resources.path("native/reference/uploader.c")
+    if not source.is_file():
+        return Floor(None, None, f"{source} is missing from this checkout")
+    source_sha = sha256_file(source)
     cc = shutil.which("cc")
     if cc is None:
         return Floor(None, source_sha, "no C compiler (cc) on PATH to build the reference")
@@ -54,7 +54,7 @@ def build(out_dir: Path, log: procs.CommandLog | None) -> Floor:
     binary = out_dir / "reference-uploader"
     try:
         procs.run(
-            [cc, *CFLAGS, "-o", str(binary), str(SOURCE), "-lcrypto"],
+            [cc, *CFLAGS, "-o", str(binary), str(source), "-lcrypto"],
             purpose="build the instrument floor's reference uploader",
             log=log,
             tool="cc",

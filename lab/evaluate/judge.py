@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from lab import __version__
+from lab import __version__, resources
 from lab.errors import UsageError
 from lab.evaluate import floor, timing
 from lab.evaluate.candidate import BUILD_TIMEOUT_S, build, prepare
@@ -57,8 +57,7 @@ from lab.model.evaluation import (
     InstrumentCheck,
     Timing,
 )
-from lab.run.options import check_count, check_run_options
-from lab.run.orchestrate import (
+from lab.pipeline import (
     REPO,
     Setup,
     finish,
@@ -68,6 +67,7 @@ from lab.run.orchestrate import (
     run_plan,
     setup,
 )
+from lab.run.options import check_count, check_run_options
 from lab.run.plan import Plan
 from lab.run.shard import check_run_id
 from lab.workloads.backup import scenario
@@ -148,8 +148,8 @@ def execute(request: EvaluationRequest, *, say: Callable[[str], None]) -> Evalua
     if not request.local and not identity.in_lab_image():
         return _in_image(request)
 
-    conditions = scenario.select(REPO / "scenarios" / "candidate", [], True)
-    calibration = scenario.select(REPO / "scenarios", list(CALIBRATION_SCENARIOS), False)
+    conditions = scenario.select(resources.scenarios_dir() / "candidate", [], True)
+    calibration = scenario.select(resources.scenarios_dir(), list(CALIBRATION_SCENARIOS), False)
     limits = EvaluationLimits(
         invocation_timeout_s=request.timeout_s,
         build_timeout_s=BUILD_TIMEOUT_S,
@@ -291,7 +291,7 @@ def check_instrument(
         passes=prepared.passes,
         packets=request.packets,
         size=request.size,
-        client=REPO / "native" / "backup-client",
+        client=resources.native_client(),
         timeout_s=request.timeout_s,
         unavailable=prepared.skipped,
         seed="calibration",
@@ -351,7 +351,7 @@ def judge_built(
     shard's) and time it untraced against the baseline, unless ``untimed`` says why not (the
     baseline itself, a shard other than the timing one), at ``timing_size`` bytes when given
     (a campaign's speed goal), else the judged size."""
-    seeded = REPO / "native" / "backup-client"
+    seeded = resources.native_client()
     say(
         f"Judging the candidate: {len(conditions)} conditions × {request.repetitions} repetitions"
         + ("" if units is None else f", {len(units)} of them in this shard")

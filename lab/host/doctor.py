@@ -27,28 +27,15 @@ from lab.host.capabilities import (
     capability_mask,
     decode_capabilities,
 )
-from lab.host.capabilities import (
-    effective_capabilities as effective_capabilities,  # lab.collectors.perf reads it here
-)
 from lab.host.procs import CommandFailed, run, which
 from lab.model import ObserverStatus
+from lab.registry import COLLECTOR_NAMES, COLLECTORS, collector
 
-COLLECTORS: tuple[str, ...] = ("strace", "bpftrace", "perf", "packets")
-#: module and class of each collector; imported lazily so that one broken module does not
-#: hide the others (and collectors may import from here without a cycle)
-_COLLECTOR_CLASSES: dict[str, tuple[str, str]] = {
-    "strace": ("lab.collectors.strace", "StraceCollector"),
-    "bpftrace": ("lab.collectors.bpftrace", "BpftraceSession"),
-    "perf": ("lab.collectors.perf", "PerfCollector"),
-    "packets": ("lab.collectors.packets", "PacketCapture"),
-}
+#: module and class of each collector (the registry's); imported lazily so that one broken
+#: module does not hide the others (and collectors may import from here without a cycle)
+_COLLECTOR_CLASSES: dict[str, tuple[str, str]] = {c.name: (c.module, c.cls) for c in COLLECTORS}
 #: tool -> argv whose first output line is its version
-VERSION_COMMANDS: dict[str, list[str]] = {
-    "strace": ["strace", "-V"],
-    "bpftrace": ["bpftrace", "--version"],
-    "perf": ["perf", "--version"],
-    "tcpdump": ["tcpdump", "--version"],
-}
+VERSION_COMMANDS: dict[str, list[str]] = {c.tool: list(c.version_argv) for c in COLLECTORS}
 
 
 @dataclass(frozen=True)
@@ -223,14 +210,14 @@ def check(
     sandbox. As root, first mount tracefs and debugfs if they are missing (bpftrace needs
     them), and say so in ``actions``. A collector not probed is absent from ``observers``:
     a run asks only for what it uses (the bpftrace attach test alone takes seconds)."""
-    wanted = list(COLLECTORS if collectors is None else collectors)
+    wanted = list(COLLECTOR_NAMES if collectors is None else collectors)
     actions: list[str] = []
-    if mount and any(name in ("bpftrace", "perf") for name in wanted):
+    if mount and any(collector(name).needs_tracefs for name in wanted):
         table = mounted_filesystems(_read(Path("/proc/mounts")))
         actions = ensure_mounted(
             (TRACEFS, DEBUGFS), table, is_root=os.geteuid() == 0, mounter=_mount
         )
-    observers = {name: probe_collector(name) for name in COLLECTORS if name in wanted}
+    observers = {name: probe_collector(name) for name in COLLECTOR_NAMES if name in wanted}
     status = None
     if sandbox:
         from lab.sandbox.probe import probe as probe_sandbox
@@ -287,7 +274,7 @@ def render_table(doctor: Doctor, *, width: int = 100) -> str:
     observers.add_column("collector")
     observers.add_column("available")
     observers.add_column("reason", overflow="fold")
-    order = {name: i for i, name in enumerate(COLLECTORS)}
+    order = {name: i for i, name in enumerate(COLLECTOR_NAMES)}
     for name in sorted(doctor.observers, key=lambda n: (order.get(n, len(order)), n)):
         status = doctor.observers[name]
         observers.add_row(name, "yes" if status.available else "no", status.reason or "")

@@ -33,7 +33,7 @@ from lab.judge import aggregate
 from lab.merge.evaluation import merged_evaluation, notes
 from lab.merge.shards import MergeError, ShardArchive, check_shards, open_shards
 from lab.model import RunResult
-from lab.run.orchestrate import finish
+from lab.pipeline import finish
 from lab.run.shard import RUN_ID
 
 #: shard files every merged run keeps once at its top (identical in every shard)

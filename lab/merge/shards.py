@@ -26,7 +26,6 @@ from lab.campaign.shard import UNIT_NAME as CAMPAIGN_UNIT
 from lab.errors import ArchiveError, LabError, SchemaError
 from lab.evidence.verify import VerificationError, verify_archive
 from lab.host.digest import sha256_file
-from lab.merge.load import load_run
 from lab.model import RunResult
 from lab.run.shard import ShardSpec, Unit, work_units
 from lab.schemas import validate_results
@@ -139,7 +138,7 @@ def _results(path: Path, run_dir: Path) -> RunResult:
     try:
         document: Any = json.loads((run_dir / "results.json").read_text("utf-8"))
         validate_results(document)
-        return load_run(document)
+        return RunResult.from_dict(document)
     except (OSError, ValueError, KeyError, TypeError, SchemaError):
         raise MergeError(
             f"{path.name}: its results.json cannot be read as a lab run; it was not merged."

@@ -6,7 +6,9 @@ stage lives here; every module of it imports only the model itself.
 | module | holds |
 | --- | --- |
 | ``run`` | ``RunResult``, ``ScenarioResult``, verdicts, findings, calibration, overhead |
-| ``invocation`` | one pass and its invocations, the endpoints' summaries, the sandbox record |
+| ``invocation`` | one pass and its invocations, the sandbox record |
+| ``endpoints`` | the client's claim, the receiver's and decoy's summaries, the verifier's check |
+| ``read`` | the checks every ``from_dict`` makes reading ``results.json`` back |
 | ``observed`` | each observer's per-invocation summary |
 | ``aggregate`` | a scenario's repetitions aggregated |
 | ``evaluation`` | a candidate evaluation's record |
@@ -18,16 +20,13 @@ stage lives here; every module of it imports only the model itself.
 
 from __future__ import annotations
 
+from lab.model.endpoints import ClientClaim, DecoySummary, ReceiverSummary, VerifierCheck
 from lab.model.invocation import (
-    ClientClaim,
-    DecoySummary,
     Invocation,
     Lingering,
     Pass,
-    ReceiverSummary,
     SandboxRecord,
     SharedSession,
-    VerifierCheck,
 )
 from lab.model.observed import (
     BpftraceSummary,
@@ -43,7 +42,6 @@ from lab.model.run import (
     CLAUSES,
     OBSERVERS,
     OUTCOMES,
-    PROCESS_COLLECTORS,
     SCHEMA_VERSION,
     Calibration,
     Finding,
@@ -54,6 +52,7 @@ from lab.model.run import (
     ScenarioResult,
     Verdict,
 )
+from lab.registry import PROCESS_COLLECTORS
 
 __all__ = [
     "CLAUSES",

@@ -11,14 +11,18 @@ judged repetition): ``lab.model`` imports it.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, cast
 
 from lab import intervals
 from lab.model.egress import EgressRecord, Verdict
 from lab.model.evaluation import Evaluation
 from lab.model.processes import ProcessRecord
+from lab.model.read import mapping, required
 from lab.model.trajectory import TrajectoryRecord
+
+T = TypeVar("T")
 
 Outcome = Literal[
     "met", "failed", "build-failed", "no-change", "timed-out", "agent-crashed", "plateaued"
@@ -235,6 +239,56 @@ class RepetitionRecord:
             "trajectory": None if self.trajectory is None else self.trajectory.to_dict(),
         }
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RepetitionRecord:
+        """One agent run of a campaign (``campaign.repetitions[]``)."""
+        agent, patch, evaluation = data["agent"], data.get("patch"), data.get("evaluation")
+        return cls(
+            index=int(data["index"]),
+            outcome=cast(Outcome, data["outcome"]),
+            reason=str(data["reason"]),
+            failed_clauses={
+                str(c): str(w) for c, w in (data.get("failed_clauses_why") or {}).items()
+            },
+            baseline_commit=str(data["baseline_commit"]),
+            agent=AgentRecord(
+                exit_status=agent.get("exit_status"),
+                timed_out=bool(agent["timed_out"]),
+                duration_s=float(agent["duration_s"]),
+                lingering_count=int(agent["lingering_count"]),
+                contained=bool(agent["contained"]),
+                sandbox_error=agent.get("sandbox_error"),
+                stdout_bytes=int(agent["stdout_bytes"]),
+                stderr_bytes=int(agent["stderr_bytes"]),
+                stderr_tail=agent.get("stderr_tail"),
+                cgroup=agent.get("cgroup"),
+                lingering=tuple(agent.get("lingering") or ()),
+            ),
+            patch=None
+            if patch is None
+            else PatchRecord(
+                sha256=str(patch["sha256"]),
+                bytes=int(patch["bytes"]),
+                files_changed=tuple(patch["files_changed"]),
+                outside_native=tuple(patch["outside_native"]),
+                native_empty=bool(patch["native_empty"]),
+                final_commit=patch.get("final_commit"),
+                bundle_sha256=patch.get("bundle_sha256"),
+                problem=patch.get("problem"),
+            ),
+            evaluation=None if evaluation is None else Evaluation.from_dict(evaluation),
+            timing_ratio=data.get("timing_ratio"),
+            speed_met=data.get("speed_met"),
+            egress=_read(EgressRecord.from_dict, data.get("egress")),
+            processes=_read(ProcessRecord.from_dict, data.get("processes")),
+            trajectory=_read(TrajectoryRecord.from_dict, data.get("trajectory")),
+        )
+
+
+def _read(reader: Callable[[Mapping[str, Any]], T], data: Any) -> T | None:
+    """An optional record (absent in documents written before it existed)."""
+    return None if data is None else reader(mapping(data, "repetition"))
+
 
 @dataclass(frozen=True, kw_only=True)
 class CampaignRecord:
@@ -363,6 +417,29 @@ class CampaignRecord:
             "evidence": [{"item": item, "where": where} for item, where in EVIDENCE],
             "not_proven": list(NOT_PROVEN),
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CampaignRecord:
+        """``results.json`` → ``campaign``; what ``to_dict`` derives (met, outcomes,
+        clauses, durations, the evidence map) is derived again."""
+        agent = mapping(required(data, "agent", "campaign"), "campaign.agent")
+        return cls(
+            task=dict(data["task"]),
+            agent_command=str(agent["command"]),
+            agent_files={str(k): str(v) for k, v in (agent.get("files") or {}).items()},
+            agent_network=str(agent["network"]),
+            agent_env=tuple(agent.get("environment") or ()),
+            budget_s=float(agent["budget_s"]),
+            requested=int(data["requested"]),
+            required=int(data["required"]),
+            evaluation_id=str(data["evaluation_id"]),
+            evaluation_options=dict(data["evaluation_options"]),
+            instrument_check=dict(data["instrument_check"]),
+            baseline=dict(data["baseline"]),
+            repetitions=[
+                RepetitionRecord.from_dict(mapping(r, "repetition")) for r in data["repetitions"]
+            ],
+        )
 
 
 def campaign_statistics(record: CampaignRecord | None) -> dict[str, Any]:

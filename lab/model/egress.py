@@ -18,9 +18,9 @@ leaves no packet: the capture cannot show it, and the report says so.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from lab.errors import UsageError
 
@@ -75,6 +75,17 @@ class Connection:
     bytes_down: int
     #: the forwarder could not reach the real endpoint (one sentence), else None
     error: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Connection:
+        return cls(
+            endpoint=str(data["endpoint"]),
+            opened_s=float(data["opened_s"]),
+            duration_s=float(data["duration_s"]),
+            bytes_up=int(data["bytes_up"]),
+            bytes_down=int(data["bytes_down"]),
+            error=data.get("error"),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -148,6 +159,16 @@ class ModelTraffic:
     #: API paths seen, with their counts
     paths: dict[str, int] = field(default_factory=dict)
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ModelTraffic:
+        return cls(
+            readable=str(data["readable"]),
+            requests=data.get("requests"),
+            prompt_tokens=data.get("prompt_tokens"),
+            completion_tokens=data.get("completion_tokens"),
+            paths={str(k): int(v) for k, v in (data.get("paths") or {}).items()},
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "readable": self.readable,
@@ -189,6 +210,20 @@ class EgressRecord:
             "other": "not an OpenAI-compatible or Ollama HTTP API",
             "none": "no bytes to the model",
         }.get(self.traffic.readable, self.traffic.readable)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EgressRecord:
+        traffic = data.get("traffic")
+        return cls(
+            allowed=tuple(data["allowed"]),
+            verdict=cast(Verdict, data["verdict"]),
+            why=str(data["why"]),
+            connections=tuple(Connection.from_dict(c) for c in data.get("connections") or ()),
+            packets=data.get("packets"),
+            disallowed=tuple(data.get("disallowed") or ()),
+            traffic=None if traffic is None else ModelTraffic.from_dict(traffic),
+            artifacts=tuple(data.get("artifacts") or ()),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -17,161 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from lab.model.endpoints import ClientClaim, DecoySummary, ReceiverSummary, VerifierCheck
 from lab.model.observed import Observed
+from lab.model.read import mapping, required
 from lab.model.sandbox import CgroupStats, ProcessInfo
-
-
-@dataclass
-class VerifierCheck:
-    """The independent backup check: the saved file on disk against the fixture digest
-    computed before the client started, and against the receiver's own commit record."""
-
-    backup_exists: bool
-    #: the saved backup's SHA-256 equals the fixture's (computed before the client ran)
-    matches_source: bool
-    backup_sha256: str | None
-    #: the fixture's digest, computed before the client started (never re-read from a file
-    #: the client could have changed)
-    source_sha256: str
-    backup_size: int | None
-    checked_at: str
-    #: the source copy on disk still has the fixture's digest after the invocation
-    source_unchanged: bool = True
-    #: the digest the receiver's own records say it committed (or pre-loaded) last
-    receiver_digest: str | None = None
-    #: the file on disk is what the receiver committed (False: the store was written
-    #: outside the protocol, or a committed backup vanished)
-    store_consistent: bool = True
-
-    @property
-    def verified(self) -> bool:
-        """File on disk, receiver's commit record and fixture digest all agree."""
-        return (
-            self.backup_exists
-            and self.matches_source
-            and self.store_consistent
-            and self.source_unchanged
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "backup_exists": self.backup_exists,
-            "matches_source": self.matches_source,
-            "backup_sha256": self.backup_sha256,
-            "source_sha256": self.source_sha256,
-            "backup_size": self.backup_size,
-            "checked_at": self.checked_at,
-            "source_unchanged": self.source_unchanged,
-            "receiver_digest": self.receiver_digest,
-            "store_consistent": self.store_consistent,
-            "verified": self.verified,
-        }
-
-
-@dataclass
-class ReceiverSummary:
-    """What the receiver's own records say about one invocation."""
-
-    connections: int
-    payload_bytes_consumed: int
-    upload_attempts: int
-    committed: bool
-    rejected_uploads: int
-    dropped_transfers: int
-    have_queries: int
-    #: what the receiver answered to HAVE for the source digest, in order ("YES"/"NO")
-    have_answers: list[str]
-    #: whether the receiver already held the source's digest when the invocation began
-    held_source_at_start: bool
-    #: PUT decisions in order: "committed", "digest-mismatch", "dropped-by-fault", ...
-    decisions: list[str]
-    protocol_errors: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "connections": self.connections,
-            "payload_bytes_consumed": self.payload_bytes_consumed,
-            "upload_attempts": self.upload_attempts,
-            "committed": self.committed,
-            "rejected_uploads": self.rejected_uploads,
-            "dropped_transfers": self.dropped_transfers,
-            "have_queries": self.have_queries,
-            "have_answers": list(self.have_answers),
-            "held_source_at_start": self.held_source_at_start,
-            "decisions": list(self.decisions),
-            "protocol_errors": self.protocol_errors,
-        }
-
-
-@dataclass
-class DecoySummary:
-    connections: int
-    peers: list[str]
-    bytes_received: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "connections": self.connections,
-            "peers": list(self.peers),
-            "bytes_received": self.bytes_received,
-        }
-
-
-@dataclass
-class ClientClaim:
-    """What the client said: exit status, completion event, its JSON event lines (the first
-    and last ``EVENTS_KEPT`` of them; ``event_count`` counts them all)."""
-
-    exit_status: int | None
-    claimed_success: bool
-    completion: dict[str, Any] | None
-    events: list[dict[str, Any]]
-    #: stdout lines that were not JSON objects (kept, never silently dropped)
-    unparsed_lines: int
-    timed_out: bool
-    killed_by_signal: int | None
-    wall_s: float
-    cpu_s: float | None
-    #: JSON event lines in the kept output (may exceed len(events))
-    event_count: int = 0
-    #: stdout lines the lab did not keep (a flood); their content is unknown
-    omitted_lines: int = 0
-
-    @property
-    def contract_violations(self) -> list[str]:
-        """Ways the output breaks client contract v1 (docs/client-contract.md)."""
-        problems: list[str] = []
-        if self.completion is None:
-            problems.append("no final completion event")
-        else:
-            status = self.completion.get("status")
-            if status not in ("ok", "failed"):
-                problems.append(f"completion status {status!r} is neither 'ok' nor 'failed'")
-            elif status == "failed" and not isinstance(self.completion.get("reason"), str):
-                problems.append("failed completion event without a reason")
-            if self.exit_status is not None and (status == "ok") != (self.exit_status == 0):
-                problems.append("exit status and completion event disagree")
-        if self.unparsed_lines:
-            problems.append(f"{self.unparsed_lines} stdout line(s) are not JSON objects")
-        if self.omitted_lines:
-            problems.append(f"{self.omitted_lines} stdout line(s) beyond the lab's bound")
-        return problems
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "exit_status": self.exit_status,
-            "claimed_success": self.claimed_success,
-            "completion": self.completion,
-            "event_count": self.event_count or len(self.events),
-            "omitted_lines": self.omitted_lines,
-            "unparsed_lines": self.unparsed_lines,
-            "timed_out": self.timed_out,
-            "killed_by_signal": self.killed_by_signal,
-            "wall_s": round(self.wall_s, 6),
-            "cpu_s": None if self.cpu_s is None else round(self.cpu_s, 6),
-            "contract_violations": self.contract_violations,
-        }
-
 
 #: A process still in the invocation's cgroup when the client's main process exited: the
 #: sandbox's own record of it (pid, comm, argv, age), kept as found.
@@ -220,6 +69,26 @@ class SandboxRecord:
             "error": self.error,
         }
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SandboxRecord:
+        """``…sandbox`` of an invocation in results.json."""
+        return cls(
+            enabled=bool(data["enabled"]),
+            cgroup=data.get("cgroup"),
+            cgroup_id=data.get("cgroup_id"),
+            main_pid=data.get("main_pid"),
+            lingering=[Lingering.from_dict(p) for p in data.get("lingering", [])],
+            lingering_count=int(data.get("lingering_count", 0)),
+            lingering_killed=int(data.get("lingering_killed", 0)),
+            contained=bool(data.get("contained", True)),
+            stats=CgroupStats.from_dict(mapping(data["stats"], "sandbox.stats"))
+            if data.get("stats")
+            else None,
+            stdout=dict(data.get("stdout") or {}),
+            stderr=dict(data.get("stderr") or {}),
+            error=data.get("error"),
+        )
+
 
 @dataclass
 class Invocation:
@@ -252,6 +121,30 @@ class Invocation:
             "missing": {k: self.missing[k] for k in sorted(self.missing)},
             "artifacts": {k: sorted(v) for k, v in sorted(self.artifacts.items())},
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Invocation:
+        """One ``invocations[]`` record of a pass."""
+        decoy = mapping(required(data, "decoy", "invocation"), "invocation.decoy")
+        return cls(
+            index=int(data["index"]),
+            claim=ClientClaim.from_dict(
+                mapping(required(data, "client", "invocation"), "invocation.client")
+            ),
+            verifier=VerifierCheck.from_dict(
+                mapping(required(data, "verifier", "invocation"), "verifier")
+            ),
+            receiver=ReceiverSummary.from_dict(
+                mapping(required(data, "receiver", "invocation"), "receiver")
+            ),
+            decoy=DecoySummary.from_dict(decoy),
+            sandbox=SandboxRecord.from_dict(
+                mapping(data.get("sandbox") or {"enabled": False}, "sandbox")
+            ),
+            observed=Observed.from_dict(mapping(data.get("observed") or {}, "observed")),
+            missing={str(k): str(v) for k, v in (data.get("missing") or {}).items()},
+            artifacts={str(k): list(v) for k, v in (data.get("artifacts") or {}).items()},
+        )
 
 
 @dataclass
@@ -347,3 +240,34 @@ class Pass:
             },
             "invocations": [i.to_dict() for i in self.invocations],
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Pass:
+        """One ``passes[]`` record of a scenario."""
+        source = mapping(data.get("source") or {}, "pass.source")
+        return cls(
+            collector=str(required(data, "collector", "pass")),
+            invocations=[
+                Invocation.from_dict(mapping(i, "invocation")) for i in data["invocations"]
+            ],
+            receiver_address=str(data["receiver_address"]),
+            decoy_address=str(data["decoy_address"]),
+            preload_sha256=data.get("preload_sha256"),
+            error=data.get("error"),
+            source_seed=source.get("seed"),
+            source_sha256=source.get("sha256"),
+            source_size=source.get("size"),
+            source_changes={
+                int(k): str(v) for k, v in (source.get("changed_before") or {}).items()
+            },
+            wall_s=float(data.get("wall_s", 0.0)),
+            skipped=data.get("skipped"),
+            sandboxed=bool(data.get("sandboxed", True)),
+            netns=data.get("netns"),
+            concurrent=bool(data.get("concurrent", False)),
+            session=(
+                None
+                if data.get("session") is None
+                else SharedSession.from_dict(mapping(data["session"], "pass.session"))
+            ),
+        )

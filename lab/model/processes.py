@@ -38,6 +38,19 @@ class ExecRow:
     exit_status: int | None
     signal: int | None
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ExecRow:
+        return cls(
+            pid=int(data["pid"]),
+            parent=int(data["parent"]),
+            path=str(data["path"]),
+            argv=tuple(str(w) for w in data["argv"]),
+            start_s=float(data["start_s"]),
+            end_s=data.get("end_s"),
+            exit_status=data.get("exit_status"),
+            signal=data.get("signal"),
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "pid": self.pid,
@@ -91,6 +104,16 @@ class ProcessRecord:
     @property
     def observed(self) -> bool:
         return self.exec_count is not None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ProcessRecord:
+        return cls(
+            execs=tuple(ExecRow.from_dict(e) for e in data.get("execs") or ()),
+            exec_count=data.get("exec_count"),
+            error=data.get("error"),
+            left=dict(data.get("left") or {}),
+            verification=tuple(dict(v) for v in data.get("verification") or ()),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {

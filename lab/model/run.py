@@ -14,19 +14,17 @@ from ``lab.model``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from lab.model.aggregate import ScenarioAggregate
 from lab.model.campaign import CampaignRecord
 from lab.model.evaluation import Evaluation
-from lab.model.invocation import (
-    Invocation,
-    Pass,
-)
-from lab.model.observed import (
-    Observed,
-)
+from lab.model.invocation import Invocation, Pass
+from lab.model.observed import Observed
+from lab.model.read import mapping, required
+from lab.registry import COLLECTOR_NAMES, PROCESS_COLLECTORS
 
 SCHEMA_VERSION = 1
 
@@ -50,17 +48,7 @@ CLAUSE_TITLES: dict[str, str] = {
 
 #: Observers whose findings can be expected in a scenario file. ``client`` is the client's
 #: own claim (exit status, events); everything else is independent of the client.
-OBSERVERS: tuple[str, ...] = (
-    "client",
-    "receiver",
-    "decoy",
-    "verifier",
-    "strace",
-    "bpftrace",
-    "perf",
-    "packets",
-)
-PROCESS_COLLECTORS: tuple[str, ...] = ("strace", "bpftrace", "perf")
+OBSERVERS: tuple[str, ...] = ("client", "receiver", "decoy", "verifier", *COLLECTOR_NAMES)
 
 
 @dataclass
@@ -73,6 +61,15 @@ class ObserverStatus:
 
     def to_dict(self) -> dict[str, Any]:
         return {"available": self.available, "reason": self.reason, "detail": self.detail}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ObserverStatus:
+        """One ``observers.<name>`` record."""
+        return cls(
+            available=bool(data["available"]),
+            reason=data.get("reason"),
+            detail=dict(data["detail"]),
+        )
 
 
 @dataclass
@@ -100,6 +97,16 @@ class Verdict:
             "reason": self.reason,
         }
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Verdict:
+        """One clause's verdict record."""
+        return cls(
+            expected=cast(Outcome | None, data.get("expected")),
+            observed=cast(Outcome, required(data, "observed", "verdict")),
+            evidence=list(data.get("evidence") or []),
+            reason=str(data.get("reason", "")),
+        )
+
 
 @dataclass
 class Finding:
@@ -124,6 +131,19 @@ class Finding:
             "met": self.met,
             "reason": self.reason,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Finding:
+        """One calibration finding record."""
+        return cls(
+            observer=str(data["observer"]),
+            invocation=data.get("invocation"),
+            key=str(data["key"]),
+            expected=data.get("expected"),
+            observed=data.get("observed"),
+            met=data.get("met"),
+            reason=data.get("reason"),
+        )
 
 
 @dataclass
@@ -305,6 +325,26 @@ class ScenarioResult:
             "passes": [p.to_dict() for p in self.passes],
         }
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ScenarioResult:
+        """One ``scenarios[]`` record (what ``to_dict`` derives is derived again)."""
+        return cls(
+            name=str(required(data, "name", "scenario")),
+            repetition=int(required(data, "repetition", "scenario")),
+            description=str(data.get("description", "")),
+            scenario_file=str(data.get("scenario_file", "")),
+            passes=[
+                Pass.from_dict(mapping(p, "pass")) for p in required(data, "passes", "scenario")
+            ],
+            verdicts={
+                str(c): Verdict.from_dict(mapping(v, f"verdict {c}"))
+                for c, v in (data.get("verdicts") or {}).items()
+            },
+            findings=[Finding.from_dict(mapping(f, "finding")) for f in data.get("findings") or []],
+            error=data.get("error"),
+            wall_s=float(data.get("wall_s", 0.0)),
+        )
+
 
 @dataclass
 class RunResult:
@@ -373,3 +413,37 @@ class RunResult:
             "evaluation": None if self.evaluation is None else self.evaluation.to_dict(),
             "signing": self.signing,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunResult:
+        """A whole ``results.json``; raises ``ValueError`` (or ``KeyError``/``TypeError``,
+        which callers treat alike) when it is not one the lab wrote."""
+        data = mapping(data, "results.json")
+        evaluation, campaign = data.get("evaluation"), data.get("campaign")
+        return cls(
+            run_id=str(required(data, "run_id", "results")),
+            started_at=str(required(data, "started_at", "results")),
+            finished_at=str(required(data, "finished_at", "results")),
+            options=dict(data.get("options") or {}),
+            observers={
+                str(name): ObserverStatus.from_dict(s)
+                for name, s in mapping(data.get("observers") or {}, "observers").items()
+            },
+            environment=dict(data.get("environment") or {}),
+            scenarios=[
+                ScenarioResult.from_dict(mapping(s, "scenario"))
+                for s in data.get("scenarios") or []
+            ],
+            aggregate=[
+                ScenarioAggregate.from_dict(mapping(row, "aggregate"))
+                for row in data.get("aggregate") or []
+            ],
+            evaluation=None if evaluation is None else Evaluation.from_dict(evaluation),
+            campaign=None
+            if campaign is None
+            else CampaignRecord.from_dict(mapping(campaign, "campaign")),
+            signing=dict(data.get("signing") or {}),
+            shard=data.get("shard"),
+            shards=list(data.get("shards") or []),
+            concurrency=data.get("concurrency"),
+        )

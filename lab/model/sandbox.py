@@ -64,3 +64,10 @@ class ProcessInfo:
             "argv": list(self.argv),
             "age_s": None if self.age_s is None else round(self.age_s, 3),
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ProcessInfo:
+        """One ``lingering[]`` record of a sandbox record."""
+        return cls(
+            pid=data["pid"], comm=data["comm"], argv=list(data["argv"]), age_s=data.get("age_s")
+        )

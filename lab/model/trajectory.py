@@ -14,6 +14,7 @@ No I/O here: ``lab.campaign.snapshots`` takes and judges the snapshots.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +47,19 @@ class JudgedSnapshot:
     #: this snapshot ends a run of PLATEAU_K judged snapshots with no new passing clause
     plateau: bool = False
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> JudgedSnapshot:
+        return cls(
+            index=int(data["index"]),
+            at_s=float(data["at_s"]),
+            commit=str(data["commit"]),
+            status=str(data["status"]),
+            clauses={str(k): str(v) for k, v in (data.get("clauses") or {}).items()},
+            new_passes=tuple(data.get("new_passes") or ()),
+            regressions=tuple(data.get("regressions") or ()),
+            plateau=bool(data.get("plateau")),
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "index": self.index,
@@ -71,6 +85,21 @@ class TrajectoryRecord:
     regressions: tuple[tuple[str, int, int], ...]
     #: why fewer than every distinct snapshot was judged, or None
     limit: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TrajectoryRecord:
+        return cls(
+            taken=int(data["taken"]),
+            distinct=int(data["distinct"]),
+            judged=tuple(JudgedSnapshot.from_dict(j) for j in data.get("judged") or ()),
+            plateau_k=int(data["plateau_k"]),
+            plateau_at=data.get("plateau_at"),
+            regressions=tuple(
+                (str(r["clause"]), int(r["passed_at"]), int(r["failed_at"]))
+                for r in data.get("regressions") or ()
+            ),
+            limit=data.get("limit"),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -1,6 +1,6 @@
 """What one run is asked to execute: the scenarios, the passes (``none`` first, then one per
 process collector), the packet mode, repetitions, fixture size, the client and its kind.
-``lab.run.orchestrate`` (and ``lab.evaluate``) build it; ``lab.run.runner`` executes it.
+``lab.pipeline`` (and ``lab.evaluate``) build it; ``lab.run.runner`` executes it.
 
     plan = Plan(scenarios=[scenario.load(path)], passes=["none", "strace"],
                 packets="best-effort", repetitions=3, client=Path("native/backup-client"))
@@ -35,3 +35,5 @@ class Plan:
     units: list[tuple[str, int]] | None = None
     #: untraced passes run at once (lab.run.schedule decides it; 1: strictly sequential)
     jobs: int = 1
+    #: the workload whose judge judges the results (``lab.workloads.WORKLOADS``)
+    workload: str = "backup"

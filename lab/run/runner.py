@@ -1,5 +1,5 @@
 """The runner: executes scenarios pass by pass, invocation by invocation, every invocation
-in its sandbox, and produces the results model *unjudged* (``lab.run.orchestrate`` calls
+in its sandbox, and produces the results model *unjudged* (``lab.pipeline`` calls
 the judges). It formats nothing; presenters draw what it returns.
 
     plan = Plan(scenarios=[...], passes=["none", "strace"], packets="best-effort", ...)

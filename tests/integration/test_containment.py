@@ -22,7 +22,7 @@ import pytest
 
 from lab.collectors.bpftrace import BpftraceSession
 from lab.model import ScenarioResult
-from lab.run.orchestrate import RunOutcome, RunRequest, execute
+from lab.pipeline import RunOutcome, RunRequest, execute
 from tests.conftest import ROOT, require
 
 pytestmark = pytest.mark.usefixtures("sandbox_ready")

@@ -16,7 +16,7 @@ import pytest
 from lab.evidence.verify import inspect_archive
 from lab.host.doctor import check
 from lab.model import CLAUSES, PROCESS_COLLECTORS, RunResult
-from lab.run.orchestrate import RunOutcome, RunRequest, execute
+from lab.pipeline import RunOutcome, RunRequest, execute
 from tests.conftest import require
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lab.run.orchestrate import RunRequest, execute
+from lab.pipeline import RunRequest, execute
 
 
 def test_three_repetitions_fresh_state_and_aggregate(client: Path, tmp_path: Path) -> None:

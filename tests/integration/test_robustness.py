@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from lab.collectors.bpftrace import BpftraceSession
-from lab.run.orchestrate import RunRequest, execute
+from lab.pipeline import RunRequest, execute
 from lab.sandbox.user import ClientUser
 from tests.conftest import ROOT, require
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from lab.run.orchestrate import RunRequest, execute
+from lab.pipeline import RunRequest, execute
 
 
 @pytest.fixture(scope="module")

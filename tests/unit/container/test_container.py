@@ -322,7 +322,7 @@ def test_every_file_the_lab_reads_in_the_image_is_in_its_build_context() -> None
 
     from lab.campaign.workspace import PUBLIC_DOCS
     from lab.evaluate.floor import SOURCE
-    from lab.run.orchestrate import REPO
+    from lab.pipeline import REPO
 
     allowed = [
         line[1:]

@@ -18,7 +18,7 @@ from lab.evidence.provenance import ProvenanceInputs
 from lab.evidence.signing import Signer
 from lab.merge.combine import MergeRequest, merge
 from lab.model import RunResult
-from lab.run.orchestrate import write_results
+from lab.pipeline import write_results
 
 
 def pack_shard(

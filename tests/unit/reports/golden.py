@@ -21,7 +21,6 @@ from typing import Any
 
 from rich.console import Console
 
-from lab.merge.load import load_run
 from lab.model import RunResult
 from lab.reports.console import print_summary
 from lab.reports.markdown import render_markdown
@@ -38,7 +37,7 @@ RUN_DIR = Path("/lab/artifacts/run")
 
 def read_run(name: str) -> RunResult:
     document: Any = json.loads((ASSETS / f"{name}-results.json").read_text())
-    return load_run(document)
+    return RunResult.from_dict(document)
 
 
 def render_all(run: RunResult, scratch: Path) -> dict[str, bytes]:

@@ -14,8 +14,9 @@ import pytest
 
 from lab.errors import Interrupted
 from lab.evidence.archive import GENERATED
-from lab.run import interrupt, orchestrate
-from lab.run.orchestrate import RunRequest
+from lab.pipeline import RunRequest
+from lab.pipeline import run as orchestrate
+from lab.run import interrupt
 from lab.schemas import validate_results
 
 

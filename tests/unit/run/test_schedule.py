@@ -263,7 +263,7 @@ def test_a_jobs_count_out_of_range_is_refused_before_anything_is_written(
     tmp_path: Path, jobs: int
 ) -> None:
     from lab.errors import UsageError
-    from lab.run.orchestrate import RunRequest, execute
+    from lab.pipeline import RunRequest, execute
 
     client = tmp_path / "client"
     client.write_bytes(b"#!/bin/sh\n")

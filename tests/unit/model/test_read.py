@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from lab.judge.aggregate import aggregate
-from lab.merge.load import load_run
 from lab.model import RunResult
 from tests.unit.reports.reports_sample import (
     build_degraded_run,
@@ -19,7 +18,7 @@ from tests.unit.reports.reports_sample import (
 
 
 def _roundtrip(document: dict[str, object]) -> dict[str, object]:
-    return json.loads(json.dumps(load_run(document).to_dict()))
+    return json.loads(json.dumps(RunResult.from_dict(document).to_dict()))
 
 
 @pytest.mark.parametrize("build", [build_sample_run, build_degraded_run, build_repeated_run])
@@ -32,7 +31,7 @@ def test_load_inverts_to_dict(build: object) -> None:
 
 def test_aggregate_of_loaded_scenarios_equals_the_stored_one() -> None:
     document = json.loads(json.dumps(build_repeated_run().to_dict()))
-    loaded = load_run(document)
+    loaded = RunResult.from_dict(document)
     rows = [row.to_dict() for row in aggregate(loaded.scenarios)]
     assert json.loads(json.dumps(rows)) == document["aggregate"]
     # and the stored rows read back as the same typed aggregate
@@ -49,7 +48,7 @@ def test_shard_records_round_trip() -> None:
 @pytest.mark.parametrize("bad", [[], {"run_id": "x"}, {"run_id": "x", "started_at": "t"}])
 def test_malformed_documents_raise_value_error(bad: object) -> None:
     with pytest.raises(ValueError):
-        load_run(bad)  # type: ignore[arg-type]
+        RunResult.from_dict(bad)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -66,7 +65,7 @@ def test_a_malformed_aggregate_row_is_a_value_or_type_error(where: str, value: A
     document = json.loads(json.dumps(build_repeated_run().to_dict()))
     document["aggregate"][0][where] = value
     with pytest.raises((ValueError, TypeError)):
-        load_run(document)
+        RunResult.from_dict(document)
 
 
 def test_malformed_cgroup_stats_are_a_value_error() -> None:
@@ -74,4 +73,4 @@ def test_malformed_cgroup_stats_are_a_value_error() -> None:
     inv = document["scenarios"][0]["passes"][0]["invocations"][0]
     inv["sandbox"]["stats"] = ["cpu_usage_s", 1]
     with pytest.raises(ValueError, match=r"sandbox\.stats is not an object"):
-        load_run(document)
+        RunResult.from_dict(document)

@@ -1,80 +1,51 @@
-"""``lab run`` from start to finish: choose passes, run, judge, write, sign, archive.
+"""The stages every command shares — plan, execute, judge, report, seal — as functions that
+``lab run``, ``lab evaluate``, ``lab campaign`` and ``lab merge`` call (through
+``lab.pipeline``), never each other's internals.
 
-The CLI and the Invoke tasks both call :func:`execute`; neither holds logic of its own.
-
-    outcome = execute(RunRequest(names=["baseline"], collector="none", packets="off"), say=print)
-    outcome.result.calibrated, outcome.archive.path
+    prepared = setup(collector, packets, archive=True, say=say)      # plan: observers, signer
+    run_dir = open_run(prepared, out, new_run_id(), sandbox="required")
+    results = run_plan(plan, run_dir, prepared, say)                 # execute, then judge
+    result = make_result(run_id=..., prepared=prepared, scenario_results=results, ...)
+    archive = finish(result, run_dir, signer=prepared.signer, started_epoch=t, say=say)
+    # finish = report(result, run_dir, say) + seal(result, run_dir, signer, ...)
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import secrets
 import shutil
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from lab import __version__
+from lab import __version__, resources
 from lab.errors import CollectorError, LabError, UsageError
 from lab.host import identity
-from lab.host.clock import epoch_to_rfc3339, now_rfc3339
-from lab.host.digest import sha256_file
+from lab.host.clock import now_rfc3339
 from lab.judge import aggregate
-from lab.model import PROCESS_COLLECTORS, ObserverStatus, RunResult, ScenarioResult
-from lab.run import schedule, shard
-from lab.run.interrupt import mark_interrupted, signal_name
-from lab.run.options import check_count, check_run_options
+from lab.model import ObserverStatus, RunResult, ScenarioResult
+from lab.registry import CAPTURE, COLLECTOR_NAMES, PROCESS_COLLECTORS
 from lab.run.plan import Plan
 from lab.run.runner import Runner
 from lab.sandbox import Sandbox, SandboxSettings
 from lab.schemas import RESULTS_SCHEMA_FILE, schema_bytes, validate_results
-from lab.workloads.backup import calibration, contract, scenario
-from lab.workloads.backup.fixture import DEFAULT_SIZE
+from lab.workloads import workload
 
-REPO = Path(__file__).resolve().parents[2]
+if TYPE_CHECKING:
+    from lab.evidence.archive import ArchiveInfo
+    from lab.evidence.signing import Signer
+    from lab.reports import ArchivedFile
+
+#: the directory holding the lab package (a checkout, or site-packages when installed)
+REPO = resources.package_root()
 COLLECTOR_CHOICES = ("none", *PROCESS_COLLECTORS, "all")
 PACKET_CHOICES = ("off", "best-effort", "required")
 SANDBOX_CHOICES = ("required", "off")
-
-
-@dataclass
-class RunRequest:
-    names: list[str] = field(default_factory=list)
-    everything: bool = False
-    collector: str = "none"
-    packets: str = "off"
-    repetitions: int = 1
-    size: int = DEFAULT_SIZE
-    out: Path = Path("artifacts")
-    client: Path | None = None
-    scenarios_dir: Path | None = None
-    timeout_s: float = 120.0
-    archive: bool = True
-    #: "seeded" (the lab's own client, --behavior per scenario) or "candidate"
-    client_kind: str = "seeded"
-    run_id: str | None = None
-    #: "required": every invocation in the sandbox (refuse to run without it); "off": the
-    #: client runs as the lab's user, uncontained, and no clause it could forge can pass
-    sandbox: str = "required"
-    #: run only this shard's units (``--shard I/N``); ``run_id`` is then the frozen id that
-    #: every shard shares (derived from the inputs when None)
-    shard: shard.ShardSpec | None = None
-    #: ``--jobs N``: untraced passes run at once (None: the number of cores; lab.run.schedule)
-    jobs: int | None = None
-
-
-@dataclass
-class RunOutcome:
-    result: RunResult
-    run_dir: Path
-    archive: Any | None  # lab.evidence.archive.ArchiveInfo
 
 
 def new_run_id(prefix: str = "run") -> str:
@@ -103,7 +74,18 @@ def plan_passes(
     return passes, skipped
 
 
-def _copy_inputs(run_dir: Path, chosen: list[scenario.Scenario], probes_dir: Path) -> None:
+class ScenarioFile(Protocol):
+    """A scenario as the run directory keeps it: its file's name and its text."""
+
+    @property
+    def path(self) -> Path: ...
+
+    @property
+    def text(self) -> str: ...
+
+
+def copy_inputs(run_dir: Path, chosen: Sequence[ScenarioFile], probes_dir: Path) -> None:
+    """The scenario files and probe scripts a run used, copied into its directory."""
     (run_dir / "scenarios").mkdir(parents=True, exist_ok=True)
     for s in chosen:
         (run_dir / "scenarios" / s.path.name).write_text(s.text, encoding="utf-8")
@@ -132,7 +114,7 @@ class Setup:
     skipped: dict[str, str]
     facts: dict[str, Any]
     actions: list[str]
-    signer: Any | None  # lab.evidence.signing.Signer
+    signer: Signer | None
     #: the run's sandbox; None with --sandbox off
     sandbox: Sandbox | None = None
     #: what results.json records of it
@@ -191,9 +173,9 @@ def setup(collector: str, packets: str, *, archive: bool, say: Callable[[str], N
     wanted = list(PROCESS_COLLECTORS) if collector == "all" else [collector]
     wanted = [c for c in wanted if c != "none"]
     if packets != "off":
-        wanted.append("packets")
+        wanted.append(CAPTURE)
     doc = doctor_mod.check(mount=True, collectors=wanted)
-    for name in ("strace", "bpftrace", "perf", "packets"):
+    for name in COLLECTOR_NAMES:
         # what was not asked for was not probed: said so, never probed as absent
         doc.observers.setdefault(
             name, ObserverStatus(False, "not probed: not selected for this run")
@@ -202,15 +184,15 @@ def setup(collector: str, packets: str, *, archive: bool, say: Callable[[str], N
         say(action)
     observers = doc.observers
     passes, skipped = plan_passes(collector, observers)
-    if packets == "required" and not observers["packets"].available:
+    if packets == "required" and not observers[CAPTURE].available:
         raise CollectorError(
-            f"packet capture is required but unavailable: {observers['packets'].reason}; "
+            f"packet capture is required but unavailable: {observers[CAPTURE].reason}; "
             "rerun with --packets best-effort or fix it (python -m lab doctor)."
         )
     if packets == "off":
-        skipped["packets"] = "packet capture off (--packets off)"
-    elif not observers["packets"].available:
-        skipped["packets"] = f"unavailable: {observers['packets'].reason}"
+        skipped[CAPTURE] = "packet capture off (--packets off)"
+    elif not observers[CAPTURE].available:
+        skipped[CAPTURE] = f"unavailable: {observers[CAPTURE].reason}"
     signer = None
     if archive:
         from lab.evidence.signing import Signer
@@ -241,7 +223,7 @@ def make_result(
             detail={
                 **status.detail,
                 "used": name in prepared.passes
-                or (name == "packets" and packets != "off" and status.available),
+                or (name == CAPTURE and packets != "off" and status.available),
             },
         )
         for name, status in prepared.observers.items()
@@ -263,170 +245,6 @@ def make_result(
     return result
 
 
-def execute(request: RunRequest, *, say: Callable[[str], None]) -> RunOutcome:
-    client = request.client or REPO / "native" / "backup-client"
-    check_run_options(
-        repetitions=request.repetitions,
-        size=request.size,
-        timeout_s=request.timeout_s,
-        out=request.out,
-        client=client,
-    )
-    jobs = schedule.default_jobs() if request.jobs is None else request.jobs
-    check_count(jobs, "--jobs", schedule.MAX_JOBS)
-    scenarios_dir = request.scenarios_dir or REPO / "scenarios"
-    chosen = scenario.select(scenarios_dir, request.names, request.everything)
-    prepared = setup(request.collector, request.packets, archive=request.archive, say=say)
-
-    units: list[tuple[str, int]] | None = None
-    shard_record: dict[str, Any] | None = None
-    if request.shard is not None:
-        run_id, units, shard_record = plan_shard(request, chosen, client)
-    else:
-        run_id = shard.check_run_id(request.run_id) if request.run_id else new_run_id()
-    run_dir = open_run(prepared, request.out, run_id, sandbox=request.sandbox)
-    if prepared.sandbox is None:
-        say(
-            "WARNING: --sandbox off: the client runs as this user, outside any sandbox; the "
-            "clauses it could forge (C1, C3, C5, C6) cannot pass in this run."
-        )
-    _copy_inputs(run_dir, chosen, REPO / "probes")
-    started_epoch = time.time()
-    concurrency = schedule.decide(
-        jobs,
-        sandboxed=prepared.sandbox is not None,
-        client_kind=request.client_kind,
-        captured=request.packets != "off" and prepared.observers["packets"].available,
-    )
-    plan = Plan(
-        scenarios=chosen,
-        passes=prepared.passes,
-        packets=request.packets,
-        repetitions=request.repetitions,
-        size=request.size,
-        client=client,
-        client_kind=request.client_kind,
-        timeout_s=request.timeout_s,
-        unavailable=prepared.skipped,
-        units=units,
-        jobs=concurrency.jobs,
-    )
-    say(
-        f"Run {run_id}: {len(chosen)} scenario(s) × {request.repetitions} repetition(s)"
-        + (f", shard {request.shard}: {len(units or [])} of them" if request.shard else "")
-        + f"; passes: {', '.join(prepared.passes)}; packets: {request.packets}; "
-        + concurrency.sentence()
-    )
-    result: RunResult | None = None
-    stage = "during the passes"
-    try:
-        scenario_results = run_plan(plan, run_dir, prepared, say)
-        stage = "while the results were judged and written"
-        result = _make_run_result(
-            request, chosen, run_id, started_epoch, prepared, scenario_results, client
-        )
-        result.shard = shard_record
-        overlapped = sum(p.concurrent for s in scenario_results for p in s.passes)
-        result.concurrency = concurrency.to_dict(overlapped)
-        prepared.close()
-        stage = "while the reports were written or the archive signed"
-        archive = finish(
-            result, run_dir, signer=prepared.signer, started_epoch=started_epoch, say=say
-        )
-    except KeyboardInterrupt as exc:
-        with contextlib.suppress(Exception):
-            prepared.close()
-        reason = f"{signal_name(exc)} {stage}"
-        if result is None:
-            with contextlib.suppress(Exception):  # the passes' records, however few
-                result = _make_run_result(
-                    request, chosen, run_id, started_epoch, prepared, [], client
-                )
-                result.shard = shard_record
-        raise mark_interrupted(
-            run_dir,
-            result,
-            reason=reason,
-            say=say,
-            write_results=write_results,
-            render_markdown=_markdown_without_files,
-        ) from None
-    return RunOutcome(result=result, run_dir=run_dir, archive=archive)
-
-
-def _markdown_without_files(result: RunResult) -> str:
-    from lab.reports.markdown import render_markdown
-
-    return render_markdown(result, files=None)
-
-
-def _make_run_result(
-    request: RunRequest,
-    chosen: list[scenario.Scenario],
-    run_id: str,
-    started_epoch: float,
-    prepared: Setup,
-    scenario_results: list[ScenarioResult],
-    client: Path,
-) -> RunResult:
-    return make_result(
-        run_id=run_id,
-        started=epoch_to_rfc3339(started_epoch),
-        options={
-            "scenarios": [s.name for s in chosen],
-            "collector": request.collector,
-            "packets": request.packets,
-            "repetitions": request.repetitions,
-            "size": request.size,
-            "client_kind": request.client_kind,
-            "timeout_s": request.timeout_s,
-        },
-        prepared=prepared,
-        packets=request.packets,
-        scenario_results=scenario_results,
-        client=client,
-    )
-
-
-def plan_shard(
-    request: RunRequest, chosen: list[scenario.Scenario], client: Path
-) -> tuple[str, list[tuple[str, int]], dict[str, Any]]:
-    """This shard's run id, its units in run order, and its ``shard`` record. The frozen id
-    is ``--run-id`` or a digest of everything that decides what the shards compute."""
-    spec = request.shard
-    assert spec is not None
-    if request.run_id:
-        frozen = shard.check_run_id(request.run_id)
-    else:
-        frozen = shard.frozen_run_id(
-            {
-                "lab_version": __version__,
-                "scenarios": {s.name: scenario_digest(s) for s in chosen},
-                "collector": request.collector,
-                "packets": request.packets,
-                "repetitions": request.repetitions,
-                "size": request.size,
-                "timeout_s": request.timeout_s,
-                "client_kind": request.client_kind,
-                "client_sha256": sha256_file(client) if client.is_file() else None,
-                "sandbox": request.sandbox,
-                "shards": spec.count,
-            }
-        )
-    mine = spec.select(shard.work_units([s.name for s in chosen], request.repetitions))
-    order = {s.name: i for i, s in enumerate(chosen)}
-    units = sorted(((u.name, u.repetition) for u in mine), key=lambda u: (order[u[0]], u[1]))
-    return (
-        shard.shard_run_id(frozen, spec),
-        units,
-        shard.shard_record(spec, mine, frozen, "scenario"),
-    )
-
-
-def scenario_digest(s: scenario.Scenario) -> str:
-    return hashlib.sha256(s.text.encode("utf-8")).hexdigest()
-
-
 def run_plan(
     plan: Plan, run_dir: Path, prepared: Setup, say: Callable[[str], None]
 ) -> list[ScenarioResult]:
@@ -438,18 +256,18 @@ def run_plan(
         results = runner.run()
     by_name = {s.name: s for s in plan.scenarios}
     for result in results:
-        judge_scenario(result, by_name[result.name], size=plan.size)
+        judge_scenario(result, by_name[result.name], size=plan.size, workload_name=plan.workload)
         base = run_dir / result.name / f"r{result.repetition}"
         base.mkdir(parents=True, exist_ok=True)
         (base / "result.json").write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True))
     return results
 
 
-def judge_scenario(result: ScenarioResult, chosen: scenario.Scenario, *, size: int) -> None:
-    result.verdicts = contract.judge(
-        result, expected=chosen.expect.verdicts, faults_configured=bool(chosen.faults)
-    )
-    result.findings = calibration.evaluate(chosen, result, size=size)
+def judge_scenario(
+    result: ScenarioResult, chosen: Any, *, size: int, workload_name: str = "backup"
+) -> None:
+    """Judge: the workload's verdicts and calibration findings for one scenario's passes."""
+    workload(workload_name).judge(result, chosen, size=size)
 
 
 def signing_key_paths() -> list[Path]:
@@ -468,13 +286,28 @@ def finish(
     result: RunResult,
     run_dir: Path,
     *,
-    signer: Any,
+    signer: Signer | None,
     started_epoch: float,
     say: Callable[[str], None],
     dependencies: list[dict[str, Any]] | None = None,
-) -> Any:
-    """Write results.json, the reports, and (with a signer) the signed archive;
-    ``dependencies`` are further inputs the provenance names (a merge's shard archives)."""
+) -> ArchiveInfo | None:
+    """Report, then seal: results.json and the reports, and (with a signer) the signed
+    archive; ``dependencies`` are further inputs the provenance names (a merge's shards)."""
+    report(result, run_dir, say=say)
+    if signer is None:
+        return None
+    return seal(
+        result,
+        run_dir,
+        signer=signer,
+        started_epoch=started_epoch,
+        say=say,
+        dependencies=dependencies,
+    )
+
+
+def report(result: RunResult, run_dir: Path, *, say: Callable[[str], None]) -> None:
+    """Report: ``results.json`` (validated), ``report.md`` and ``report.pdf``."""
     write_results(result, run_dir)
     from lab.reports.markdown import render_markdown
     from lab.reports.pdf import render_pdf
@@ -483,8 +316,18 @@ def finish(
     (run_dir / "report.md").write_text(render_markdown(result, files=files), encoding="utf-8")
     say("Drawing the PDF report…")
     render_pdf(result, run_dir / "report.pdf", files=files)
-    if signer is None:
-        return None
+
+
+def seal(
+    result: RunResult,
+    run_dir: Path,
+    *,
+    signer: Signer,
+    started_epoch: float,
+    say: Callable[[str], None],
+    dependencies: list[dict[str, Any]] | None = None,
+) -> ArchiveInfo:
+    """Seal: ``SHA256SUMS``, its signatures, the provenance and the archive."""
     from lab.evidence.archive import write_archive
     from lab.evidence.provenance import LOCAL_BUILDER_ID, ProvenanceInputs
 
@@ -518,7 +361,7 @@ def finish(
     return write_archive(run_dir, signer=signer, provenance_inputs=inputs, epoch=int(started_epoch))
 
 
-def archived_files(run_dir: Path) -> list[Any]:
+def archived_files(run_dir: Path) -> list[ArchivedFile]:
     """Every file of the run directory with its size and SHA-256, for the reports' table."""
     from lab.host.digest import sha256_file
     from lab.reports import ArchivedFile

@@ -1,4 +1,4 @@
-"""lab.run.orchestrate without running a pass: choosing passes, refusing bad set-ups before
+"""lab.pipeline without running a pass: choosing passes, refusing bad set-ups before
 anything is written, validating results.json, listing the archived files."""
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import pytest
 from lab.errors import ClientError, CollectorError, ScenarioError, SchemaError, UsageError
 from lab.host import doctor
 from lab.model import ObserverStatus, RunResult
-from lab.run import orchestrate
-from lab.run.orchestrate import RunRequest, archived_files, plan_passes, setup, write_results
+from lab.pipeline import RunRequest, archived_files, setup, write_results
+from lab.pipeline import run as orchestrate
+from lab.pipeline.stages import plan_passes
 from tests.conftest import ROOT
 from tests.unit.reports.reports_sample import build_sample_run
 
