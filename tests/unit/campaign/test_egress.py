@@ -126,3 +126,40 @@ def test_no_usage_reported_is_none_not_zero() -> None:
     assert traffic.requests == 1 and traffic.prompt_tokens is None
     assert read_traffic([]).readable == "none"
     assert read_traffic([(b"SSH-2.0-x\r\n", b"")]).readable == "other"
+
+
+def test_the_agent_s_records_read_back_through_from_dict() -> None:
+    """lab merge reads results.json back: egress, processes and trajectory survive it."""
+    from lab.model.campaign import AgentRecord, RepetitionRecord
+    from lab.model.egress import Connection, ModelTraffic
+    from lab.model.processes import ExecRow, ProcessRecord
+    from lab.model.trajectory import JudgedSnapshot, TrajectoryRecord
+
+    rep = RepetitionRecord(
+        index=1, outcome="plateaued", reason="r", failed_clauses={}, baseline_commit="0" * 40,
+        agent=AgentRecord(exit_status=2, timed_out=False, duration_s=1.0, lingering_count=1,
+                          contained=True, sandbox_error=None, stdout_bytes=1, stderr_bytes=2,
+                          stderr_tail="sh: cannot open", cgroup={"cpu_usage_s": 0.5},
+                          lingering=({"pid": 9, "comm": "sleep", "argv": ["sleep"], "age_s": 1},)),
+        patch=None,
+        egress=EgressRecord(
+            allowed=(MODEL,), verdict="fail", why="w", packets=9, disallowed=("udp x:53",),
+            connections=(Connection(endpoint=MODEL, opened_s=0.1, duration_s=0.2, bytes_up=3,
+                                    bytes_down=4),),
+            traffic=ModelTraffic(readable="http", requests=2, prompt_tokens=5,
+                                 completion_tokens=6, paths={"/api/chat": 2}),
+        ),
+        processes=ProcessRecord(
+            execs=(ExecRow(pid=1, parent=0, path="/usr/bin/make", argv=("make",), start_s=0.0,
+                           end_s=1.0, exit_status=0, signal=None),),
+            exec_count=1, left={"home": [], "tmp": [], "truncated": False},
+            verification=({"command": "make -C native", "runs": 0, "exit_statuses": []},),
+        ),
+        trajectory=TrajectoryRecord(
+            taken=2, distinct=2, plateau_k=3, plateau_at=None, regressions=(("C1", 1, 2),),
+            judged=(JudgedSnapshot(index=1, at_s=0.5, commit="a", status="judged",
+                                   clauses={"C1": "pass"}, new_passes=("C1",)),),
+        ),
+    )  # fmt: skip
+    again = RepetitionRecord.from_dict(rep.to_dict())
+    assert again == rep and again.to_dict() == rep.to_dict()
