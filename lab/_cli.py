@@ -232,6 +232,7 @@ def cmd_completion(args: argparse.Namespace, console: Console) -> int:
 def cmd_campaign(args: argparse.Namespace, console: Console) -> int:
     from lab.campaign.conduct import execute as conduct
     from lab.campaign.task import CampaignRequest
+    from lab.model.campaign import campaign_statistics
 
     request = CampaignRequest(
         task_path=args.task,
@@ -239,7 +240,8 @@ def cmd_campaign(args: argparse.Namespace, console: Console) -> int:
         repetitions=args.repetitions,
         budget_s=args.budget,
         require=args.require,
-        agent_network=args.agent_network,
+        agent_network=",".join(args.agent_network or ["host"]),
+        stop_on_plateau=args.stop_on_plateau,
         agent_env=tuple(args.agent_env),
         eval_repetitions=args.eval_repetitions,
         timing_runs=args.timing_runs,
@@ -271,7 +273,7 @@ def cmd_campaign(args: argparse.Namespace, console: Console) -> int:
         print_archive(outcome.archive, human)
     if args.json and outcome.document is not None:
         # the lab image's own document, from the campaign that ran there
-        _emit_json({**outcome.document, "delegated_to_image": True})
+        _emit_json({**outcome.document, "delegated_to_image": True}, schema="campaign-summary")
     elif args.json:
         document = {
             "delegated_to_image": outcome.campaign is None,
@@ -283,8 +285,9 @@ def cmd_campaign(args: argparse.Namespace, console: Console) -> int:
             "archive": None if outcome.archive is None else str(outcome.archive.path),
             "archive_sha256": None if outcome.archive is None else outcome.archive.sha256,
             "exit_status": outcome.exit_status,
+            **campaign_statistics(outcome.campaign),
         }
-        _emit_json(document)
+        _emit_json(document, schema="campaign-summary")
     return outcome.exit_status
 
 

@@ -10,14 +10,11 @@ script (shtab) generated from this same parser.
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 from pathlib import Path
 
 from lab import __version__
-from lab.errors import LabError
+from lab._parser_types import add_shard, complete_path, positive_count, prog_name, size_value
 from lab.pipeline import COLLECTOR_CHOICES, PACKET_CHOICES, SANDBOX_CHOICES
-from lab.run.shard import ShardSpec
 from lab.workloads.backup.fixture import DEFAULT_SIZE
 
 #: the shells ``lab completion`` writes a script for (shtab supports them all)
@@ -25,76 +22,6 @@ COMPLETION_SHELLS = ("bash", "zsh", "tcsh")
 #: the command a completion script completes: the console script ``pip install`` puts on
 #: PATH (a shell completes one word, never "python -m lab")
 COMPLETION_COMMAND = "lab"
-#: shtab's completers for paths (the strings it documents as shtab.FILE and shtab.DIRECTORY)
-_FILE = {"bash": "_shtab_compgen_files", "zsh": "_files", "tcsh": "f"}
-_DIRECTORY = {"bash": "_shtab_compgen_dirs", "zsh": "_files -/", "tcsh": "d"}
-
-
-def prog_name(argv0: str | None = None) -> str:
-    """How the user invoked the lab: ``python -m lab`` (``lab/__main__.py``), or the name
-    of the console script (``lab``, or whatever a wrapper was called)."""
-    argv0 = sys.argv[0] if argv0 is None else argv0
-    name = os.path.basename(argv0)
-    if not name or name in ("__main__.py", "-c") or name.endswith(".py"):
-        return "python -m lab"
-    return name
-
-
-def _size(text: str) -> int:
-    units = {"k": 1024, "m": 1024**2, "g": 1024**3}
-    t = text.strip().lower().removesuffix("ib").removesuffix("b")
-    mult = units.get(t[-1:], 1)
-    if t[-1:] in units:
-        t = t[:-1]
-    try:
-        value = int(t) * mult
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a size (e.g. 524288, 512K, 8M)"
-        ) from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("size must be at least 1 byte")
-    return value
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
-def _shard(text: str) -> ShardSpec:
-    try:
-        return ShardSpec.parse(text)
-    except LabError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _add_shard(parser: argparse.ArgumentParser, units: str) -> None:
-    """``--shard I/N`` and ``--run-id``, alike on every command that can be sharded."""
-    parser.add_argument(
-        "--shard",
-        type=_shard,
-        default=None,
-        metavar="I/N",
-        help=f"run only shard I of N of the {units} units (merge the N signed archives "
-        "with 'lab merge')",
-    )
-    parser.add_argument(
-        "--run-id",
-        default=None,
-        help="the run id (with --shard: the id every shard shares; default: derived from the "
-        "inputs, the same on every machine)",
-    )
-
-
-def _path(action: argparse.Action, *, directory: bool = False) -> None:
-    """Tell the completion script that this option takes a file (or a directory)."""
-    action.complete = _DIRECTORY if directory else _FILE  # type: ignore[attr-defined]
 
 
 def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -122,12 +49,14 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     run.add_argument(
         "--repetitions",
-        type=_positive,
+        type=positive_count,
         default=1,
         help="repetitions of every scenario (default 1: capability; 3 or more: reliability k/N)",
     )
-    run.add_argument("--size", type=_size, default=DEFAULT_SIZE, help="source size (default 512K)")
-    _path(
+    run.add_argument(
+        "--size", type=size_value, default=DEFAULT_SIZE, help="source size (default 512K)"
+    )
+    complete_path(
         run.add_argument(
             "--out",
             type=Path,
@@ -136,7 +65,7 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         ),
         directory=True,
     )
-    _path(
+    complete_path(
         run.add_argument(
             "--client", type=Path, default=None, help="client binary (default native/)"
         )
@@ -145,7 +74,7 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--timeout", type=float, default=120.0, help="per-invocation limit, s (default 120)"
     )
     run.add_argument("--no-archive", action="store_true", help="skip signing and packing")
-    _path(
+    complete_path(
         run.add_argument(
             "--scenario-dir",
             type=Path,
@@ -164,14 +93,14 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     run.add_argument(
         "--jobs",
-        type=_positive,
+        type=positive_count,
         default=None,
         metavar="N",
         help="run up to N untraced passes of different scenarios at once (default: the number "
         "of cores; 1: one pass at a time); traced passes and passes with a packet capture "
         "always run alone, and the report says which passes overlapped",
     )
-    _add_shard(run, "scenario × repetition")
+    add_shard(run, "scenario × repetition")
     run.add_argument(
         "--json",
         action="store_true",
@@ -184,21 +113,21 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def _add_evaluate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ev = sub.add_parser("evaluate", help="judge a candidate client against the contract")
     what = ev.add_mutually_exclusive_group(required=True)
-    _path(
+    complete_path(
         what.add_argument(
             "--patch",
             type=Path,
             help="a patch to the client in native/ (applied with patch -p1 to a copy)",
         )
     )
-    _path(
+    complete_path(
         what.add_argument(
             "--source-dir", type=Path, help="a client source tree whose Makefile builds it"
         ),
         directory=True,
     )
-    _path(what.add_argument("--binary", type=Path, help="a prebuilt client executable"))
-    _path(
+    complete_path(what.add_argument("--binary", type=Path, help="a prebuilt client executable"))
+    complete_path(
         what.add_argument(
             "--tree",
             type=Path,
@@ -206,7 +135,7 @@ def _add_evaluate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         ),
         directory=True,
     )
-    _path(
+    complete_path(
         ev.add_argument(
             "--task",
             type=Path,
@@ -217,13 +146,13 @@ def _add_evaluate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     ev.add_argument(
         "--repetitions",
-        type=_positive,
+        type=positive_count,
         default=None,
         help="repetitions of every contract condition (default 3; with --task: the task's)",
     )
     ev.add_argument(
         "--timing-runs",
-        type=_positive,
+        type=positive_count,
         default=20,
         help="untraced timing rounds, candidate and baseline alternated (default 20)",
     )
@@ -239,9 +168,11 @@ def _add_evaluate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         default="best-effort",
         help="tcpdump beside every pass (default best-effort)",
     )
-    ev.add_argument("--size", type=_size, default=DEFAULT_SIZE, help="source size (default 512K)")
+    ev.add_argument(
+        "--size", type=size_value, default=DEFAULT_SIZE, help="source size (default 512K)"
+    )
     ev.add_argument("--local", action="store_true", help="build on the host, not in the image")
-    _path(
+    complete_path(
         ev.add_argument(
             "--out",
             type=Path,
@@ -254,7 +185,7 @@ def _add_evaluate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--timeout", type=float, default=30.0, help="per-invocation limit, s (default 30)"
     )
     ev.add_argument("--skip-calibration", action="store_true", help=argparse.SUPPRESS)
-    _add_shard(ev, "condition × repetition")
+    add_shard(ev, "condition × repetition")
     ev.add_argument(
         "--json",
         action="store_true",
@@ -268,7 +199,7 @@ def _add_verify(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     verify = sub.add_parser(
         "verify", help="verify an evidence archive, or an unpacked run directory in place"
     )
-    _path(
+    complete_path(
         verify.add_argument(
             "archive",
             type=Path,
@@ -276,7 +207,7 @@ def _add_verify(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             help="a run's .tar.gz, or the directory it unpacks to (no symbolic link is followed)",
         )
     )
-    _path(
+    complete_path(
         verify.add_argument(
             "--pubkey",
             type=Path,
@@ -307,7 +238,7 @@ def _add_merge_keys(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="verify the shard archives of one run (or evaluation) and merge them into one "
         "signed run",
     )
-    _path(
+    complete_path(
         merge.add_argument(
             "archives",
             nargs="+",
@@ -316,7 +247,7 @@ def _add_merge_keys(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             help="every shard archive of the run or evaluation (lab run/evaluate --shard I/N)",
         )
     )
-    _path(
+    complete_path(
         merge.add_argument(
             "--pubkey",
             type=Path,
@@ -324,7 +255,7 @@ def _add_merge_keys(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             help="the public key every shard must be signed with",
         )
     )
-    _path(
+    complete_path(
         merge.add_argument(
             "--out",
             type=Path,
@@ -338,7 +269,7 @@ def _add_merge_keys(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     keys = sub.add_parser("keys", help="signing keys")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
     gen = keys_sub.add_parser("generate", help="generate an Ed25519 signing key pair")
-    _path(
+    complete_path(
         gen.add_argument(
             "--out",
             type=Path,
@@ -354,28 +285,27 @@ def _add_campaign(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     cp = sub.add_parser(
         "campaign", help="run a coding agent N times on a task and judge every result"
     )
-    _path(
+    complete_path(
         cp.add_argument("--task", type=Path, required=True, help="the task file (campaigns/*.yaml)")
     )
     cp.add_argument("--agent-cmd", required=True, help="the agent's command (run with sh -c)")
     cp.add_argument(
-        "--repetitions", type=_positive, default=None, help="agent runs (default: the task's)"
+        "--repetitions", type=positive_count, default=None, help="agent runs (default: the task's)"
     )
     cp.add_argument(
         "--budget", type=float, default=None, help="seconds per agent run (default: the task's)"
     )
     cp.add_argument(
         "--require",
-        type=_positive,
+        type=positive_count,
         default=None,
         help="exit 0 when at least K runs met the task (default: every run)",
     )
-    cp.add_argument(
-        "--agent-network",
-        choices=("host", "none"),
-        default="host",
-        help="the agent's network: host (default; agents talk to a model) or none",
-    )
+    cp.add_argument("--agent-network", action="append", default=None, help="the agent's "
+                    "network: host (default), none, or model=HOST:PORT (repeatable; witnessed: "
+                    "its only way out is a forwarder to each, clause A1 egress)")  # fmt: skip
+    cp.add_argument("--stop-on-plateau", type=positive_count, default=None, metavar="K", help="end "
+                    "a repetition after K judged snapshots in a row with no new pass")  # fmt: skip
     cp.add_argument(
         "--agent-env",
         action="append",
@@ -385,13 +315,13 @@ def _add_campaign(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     cp.add_argument(
         "--eval-repetitions",
-        type=_positive,
+        type=positive_count,
         default=None,
         help="repetitions of every contract condition per judged result (default: the task's)",
     )
     cp.add_argument(
         "--timing-runs",
-        type=_positive,
+        type=positive_count,
         default=None,
         help="untraced timing rounds per judged result (default: the task's)",
     )
@@ -407,19 +337,21 @@ def _add_campaign(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         default=None,
         help="tcpdump beside every judged pass (default: the task's)",
     )
-    cp.add_argument("--size", type=_size, default=None, help="source size (default: the task's)")
+    cp.add_argument(
+        "--size", type=size_value, default=None, help="source size (default: the task's)"
+    )
     cp.add_argument(
         "--timeout", type=float, default=None, help="per-invocation limit, s (default: the task's)"
     )
     cp.add_argument("--local", action="store_true", help="run on the host, not in the image")
-    _add_shard(cp, "agent run (campaign repetition)")
+    add_shard(cp, "agent run (campaign repetition)")
     cp.add_argument(
         "--json",
         action="store_true",
         help="one JSON document on stdout (every run's outcome, k met, the archive); text on "
         "stderr",
     )
-    _path(
+    complete_path(
         cp.add_argument(
             "--out",
             type=Path,

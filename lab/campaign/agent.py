@@ -12,7 +12,8 @@ Where it runs: the dedicated client user, no capabilities, ``no_new_privs``, a c
 own (killed as a whole at the budget, and whatever outlives the agent's main process is
 killed a second after it exits), a new root holding read-only ``/usr`` and a few files of
 ``/etc``, a writable home and ``/tmp``, its workspace bound writable at its own path and
-made its working directory, and the files its command names (copied into a read-only box).
+made its working directory, and the files its command names, by a relative or an absolute
+path outside ``/usr`` (copied into a read-only box).
 The lab, its scenarios, its run directory and the keys are not there. ``--agent-network
 host`` keeps the machine's network (an agent talks to its model) with the host's
 ``resolv.conf``; ``none`` gives it a namespace with loopback only.
@@ -34,8 +35,12 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from lab.campaign.forward import EgressWitness
+from lab.campaign.watch import ProcessWitness
 from lab.errors import CampaignError
 from lab.evaluate.candidate import MakeRunner
+from lab.host import procs
+from lab.model.egress import parse_network
 from lab.sandbox import Outcome, Sandbox, boxfs, cell_dirs
 from lab.sandbox import netns as netns_mod
 from lab.sandbox.cgroup import opaque_name
@@ -49,12 +54,24 @@ MOUNTED = Path("/lab/campaign-input/agent")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
+def names_file(word: str, cwd: Path) -> Path | None:
+    """The regular file a word of the agent command names and the sandbox would not show
+    as it is: relative to ``cwd`` (``my-agent.sh``) or absolute (``/home/me/agent.sh``,
+    what people type), but not under ``/usr`` (the sandbox shows ``/usr`` read-only, so
+    ``/bin/true`` stays as it is). None for options, directories and anything else."""
+    if not word or word.startswith("-"):
+        return None
+    path = (cwd / word).resolve()
+    if not path.is_file() or path.is_relative_to("/usr"):
+        return None
+    return path
+
+
 def agent_argv(command: str, box: Path, *, cwd: Path) -> tuple[list[str], dict[str, str]]:
     """The agent command as ``sh -c`` in the sandbox. Each word of it that names a regular
-    file relative to ``cwd`` (``my-agent.sh``), or one under :data:`MOUNTED` (where the lab
-    image finds them), is copied into ``box`` (read-only in the sandbox) and the word is
-    rewritten to that copy; other absolute paths are left as they are (only ``/usr`` is
-    visible there). Returns the argv and each copied file's name -> SHA-256."""
+    file (:func:`names_file`: relative or absolute, outside ``/usr``) is copied into
+    ``box`` (read-only in the sandbox) and the word is rewritten to that copy; other words
+    are left as they are. Returns the argv and each copied file's name -> SHA-256."""
     try:
         words = shlex.split(command)
     except ValueError as error:
@@ -64,9 +81,8 @@ def agent_argv(command: str, box: Path, *, cwd: Path) -> tuple[list[str], dict[s
     files: dict[str, str] = {}
     rewritten = []
     for word in words:
-        path = (cwd / word).resolve()
-        named = not word.startswith("/") or path.is_relative_to(MOUNTED)
-        if not word.startswith("-") and named and path.is_file():
+        path = names_file(word, cwd)
+        if path is not None:
             dest = box / path.name
             if path.name in files and dest.read_bytes() != path.read_bytes():
                 raise CampaignError(
@@ -129,17 +145,25 @@ def run_agent(
     echo: Callable[[str], None],
     label: str = "agent",
     env: tuple[tuple[str, str], ...] = (),
+    witness: EgressWitness | None = None,
+    processes: ProcessWitness | None = None,
 ) -> Outcome:
     """``label`` names the command log's entry (``agent``, or ``build`` when the candidate's
-    ``make`` runs here too); the cgroup's name is opaque."""
+    ``make`` runs here too); the cgroup's name is opaque. With ``witness`` (``--agent-network
+    model=HOST:PORT``) the agent gets a namespace of its own whose only way out is the
+    witness's forwarders; its record is ``witness.record`` once this returns. With
+    ``processes`` every exec of the agent's cgroup is traced and its HOME and /tmp listed
+    afterwards (``processes.record``)."""
     group = sandbox.run_group.invocation(opaque_name())
     namespace: netns_mod.NetworkNamespace | None = None
     try:
-        if network == "none":
+        if network == "none" or witness is not None:
             namespace = netns_mod.NetworkNamespace(
                 netns_mod.name_for(f"{label}-r{repetition}"), log=sandbox.log
             )
             namespace.create()
+            if witness is not None:
+                witness.open(namespace)
             (box / "resolv.conf").write_text(resolv_conf_text(), encoding="ascii")
             resolv = box / "resolv.conf"
         else:
@@ -160,6 +184,8 @@ def run_agent(
             workdir=workspace,
             extra_env=(*env, ("LAB_REPETITION", str(repetition)), ("LAB_TASK", "TASK.md")),
         )
+        if processes is not None:
+            processes.open(group.v2)
         out = LineEcho(f"[r{repetition}]", echo)
         err = LineEcho(f"[r{repetition} err]", echo)
         outcome = supervise(
@@ -182,6 +208,10 @@ def run_agent(
         group.kill()
         with contextlib.suppress(OSError):
             group.remove()
+        if processes is not None:
+            processes.close(home=home, tmp=tmp)
+        if witness is not None and witness.forwarders:
+            witness.close()
         if namespace is not None:
             namespace.delete()
 
@@ -217,3 +247,13 @@ def sandboxed_make(sandbox: Sandbox, repetition: int, tree: Path) -> MakeRunner:
         return (None if ran.timed_out else ran.exit_status), ran.timed_out
 
     return run
+
+
+def egress_witness(
+    network: str, rep_dir: Path, run_dir: Path, log: procs.CommandLog
+) -> EgressWitness | None:
+    """The witness of a repetition's network when ``--agent-network model=HOST:PORT``."""
+    endpoints = parse_network(network)
+    if not endpoints:
+        return None
+    return EgressWitness(endpoints, out_dir=rep_dir / "egress", run_dir=run_dir, log=log)

@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from lab import resources
-from lab.campaign import workspace
-from lab.campaign.agent import MOUNTED, agent_argv, run_agent, sandboxed_make
+from lab.campaign import in_image, workspace
+from lab.campaign.agent import agent_argv, run_agent, sandboxed_make
+from lab.campaign.observe import Observation, snapshot_judge
 from lab.campaign.outcome import after_judging, before_judging, speed_met
 from lab.campaign.records import agent_record, dependencies, native_record
 from lab.campaign.settle import Settings, evaluation_options, settle
@@ -38,13 +39,13 @@ from lab.evaluate.candidate import BUILD_TIMEOUT_S, build, prepare
 from lab.evaluate.judge import check_instrument, freeze, judge_built
 from lab.evaluate.verdicts import CALIBRATION_SCENARIOS, failed_clauses
 from lab.evidence.archive import ArchiveInfo
+from lab.evidence.test_result import write_test_results
 from lab.host import identity, procs
 from lab.host.clock import epoch_to_rfc3339
 from lab.model import RunResult, ScenarioResult
 from lab.model.campaign import AgentRecord, CampaignRecord, Outcome, PatchRecord, RepetitionRecord
 from lab.model.evaluation import Evaluation, EvaluationLimits, FrozenEvaluation
 from lab.pipeline import (
-    REPO,
     Setup,
     finish,
     make_result,
@@ -238,6 +239,14 @@ class _Campaign:
                 + "\n"
             )
             argv, _ = agent_argv(self.request.agent_cmd, box, cwd=Path.cwd())
+            seen = Observation(
+                self.request, self.task, ws, scratch=scratch, rep_dir=rep_dir,
+                run_dir=self.run_dir, log=self.log, judge=snapshot_judge(
+                    prepared=self.prepared, frozen=self.frozen, evaluation=self.settings.evaluation,
+                    clauses=self.task.clauses, conditions=conditions, index=index, log=self.log,
+                ),
+            )  # fmt: skip
+            seen.start()
             self.say(
                 f"Repetition {index}/{self.settings.repetitions}: the agent starts in a fresh "
                 f"workspace (baseline {ws.baseline_commit[:12]}, budget "
@@ -257,8 +266,10 @@ class _Campaign:
                 stdout=rep_dir / "agent.stdout",
                 stderr=rep_dir / "agent.stderr",
                 echo=self.echo,
+                **seen.run_kwargs(),
             )
-            agent = agent_record(ran)
+            seen.agent_done()
+            agent = agent_record(ran, rep_dir / "agent.stderr")
             self.say(
                 f"Repetition {index}: the agent "
                 + (
@@ -280,6 +291,7 @@ class _Campaign:
                 problem=capture.problem,
             )
             rep = self._judge(index, rep_dir, ws.baseline_commit, agent, patch, conditions)
+            rep = seen.finish(rep, self.say)
         finally:
             boxfs.remove_tree(scratch, log=self.log)
         (rep_dir / "repetition.json").write_text(
@@ -385,6 +397,7 @@ class _Campaign:
             client=resources.native_client(),
         )
         result.campaign = record
+        write_test_results(self.run_dir, record, self.prepared.signer)  # beside the provenance
         result.shard = None if self.part is None else self.part.record
         archive = finish(
             result,
@@ -407,31 +420,5 @@ class _Campaign:
 
 
 def _in_image(request: CampaignRequest) -> CampaignOutcome:
-    """Run this very campaign inside the lab image, with the task file and the files the
-    agent command names mounted read-only; the archive lands in the host's --out."""
-    import shlex
-
-    from lab.container import run as container
-
-    mounts: list[tuple[Path, str]] = []
-    task_host = request.task_path.resolve()
-    mounts.append((task_host, f"/lab/campaign-input/{task_host.name}"))
-    words = []
-    for word in shlex.split(request.agent_cmd):
-        path = Path(word).resolve()
-        if not word.startswith(("-", "/")) and path.is_file():
-            inside = f"{MOUNTED}/{path.name}"
-            mounts.append((path, inside))
-            word = inside
-        words.append(word)
-    moved = CampaignRequest(**{**request.__dict__, "agent_cmd": shlex.join(words)})
-    argv = moved.argv(task=mounts[0][1], out=container.CONTAINER_ARTIFACTS)
-    status, document = container.delegate(
-        REPO,
-        argv,
-        out=request.out,
-        json_document=request.json,
-        mounts=tuple(mounts),
-        forward_env=request.agent_env,
-    )
+    status, document = in_image.delegate(request)
     return CampaignOutcome(exit_status=status, document=document)

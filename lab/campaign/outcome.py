@@ -17,7 +17,12 @@ from lab.model.campaign import AgentRecord, Outcome, PatchRecord
 
 
 def crashed(agent: AgentRecord) -> bool:
-    return agent.sandbox_error is not None or agent.exit_status != 0
+    return agent.crashed
+
+
+def _said(agent: AgentRecord) -> str:
+    """What the agent's stderr ended with (why it could not start, say), for the reason."""
+    return "" if agent.stderr_tail is None else f"; its stderr ends: {agent.stderr_tail!r}"
 
 
 def before_judging(
@@ -38,7 +43,8 @@ def before_judging(
         if crashed(agent):
             return (
                 "agent-crashed",
-                f"the agent exited {agent.exit_status} and left no change to native/",
+                f"the agent exited {agent.exit_status} and left no change to native/"
+                + _said(agent),
             )
         return "no-change", "the agent left native/ as it was given"
     return None
@@ -90,5 +96,8 @@ def after_judging(
         reasons.append(_speed_missed(speed, ratio, interval))
     why = "; ".join(reasons)
     if crashed(agent):
-        return "agent-crashed", f"the agent exited {agent.exit_status}; its result: {why}"
+        return (
+            "agent-crashed",
+            f"the agent exited {agent.exit_status}{_said(agent)}; its result: {why}",
+        )
     return "failed", why

@@ -9,6 +9,8 @@ commit and patch).
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from lab import resources
@@ -31,7 +33,28 @@ def native_record() -> CandidateRecord:
     )
 
 
-def agent_record(ran: SandboxOutcome) -> AgentRecord:
+#: how much of the end of agent.stderr a crashed agent's record and the console quote
+STDERR_TAIL_CHARS = 300
+
+
+def stderr_tail(path: Path) -> str | None:
+    """The last non-empty lines of ``path``, whitespace folded, at most
+    :data:`STDERR_TAIL_CHARS` characters; None when there is nothing."""
+    try:
+        with path.open("rb") as stream:
+            size = stream.seek(0, os.SEEK_END)
+            stream.seek(max(0, size - 4 * STDERR_TAIL_CHARS))
+            text = stream.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    folded = " ".join(text.split())
+    return folded[-STDERR_TAIL_CHARS:] or None
+
+
+def agent_record(ran: SandboxOutcome, stderr: Path | None = None) -> AgentRecord:
+    """``stderr``: agent.stderr, quoted (its end) when the agent exited non-zero."""
+    # a sandbox failure quotes stderr in its own sentence already
+    failed = ran.sandbox_error is None and not ran.timed_out and ran.exit_status != 0
     return AgentRecord(
         exit_status=ran.exit_status,
         timed_out=ran.timed_out,
@@ -41,6 +64,9 @@ def agent_record(ran: SandboxOutcome) -> AgentRecord:
         sandbox_error=ran.sandbox_error,
         stdout_bytes=0 if ran.stdout is None else ran.stdout.total_bytes,
         stderr_bytes=0 if ran.stderr is None else ran.stderr.total_bytes,
+        stderr_tail=stderr_tail(stderr) if failed and stderr is not None else None,
+        cgroup=None if ran.stats is None else ran.stats.to_dict(),
+        lingering=tuple(p.to_dict() for p in ran.lingering),
     )
 
 

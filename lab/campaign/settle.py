@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lab.campaign.task import AGENT_NETWORKS, CampaignRequest, Task
+from lab.campaign.task import CampaignRequest, Task
 from lab.errors import UsageError
 from lab.evaluate.request import EvaluationRequest
+from lab.model.egress import parse_network
 from lab.run.options import check_count, check_run_options
 from lab.workloads.backup.fixture import DEFAULT_SIZE
 
@@ -59,8 +60,7 @@ def settle(request: CampaignRequest, task: Task) -> Settings:
             )
         if name not in os.environ:
             raise UsageError(f"--agent-env {name}: the variable is not set in this environment.")
-    if request.agent_network not in AGENT_NETWORKS:
-        raise UsageError(f"--agent-network {request.agent_network!r} must be host or none.")
+    parse_network(request.agent_network)  # host, none or model=HOST:PORT[,...]
     chosen = {**EVALUATION_DEFAULTS, **task.evaluation}
     for key, value in (
         ("repetitions", request.eval_repetitions),

@@ -117,7 +117,8 @@ class CampaignRequest:
     repetitions: int | None = None
     budget_s: float | None = None
     require: int | None = None
-    agent_network: AgentNetwork = "host"
+    #: host, none, or model=HOST:PORT[,model=HOST:PORT...] (lab.model.egress)
+    agent_network: str = "host"
     #: names of variables of the lab's environment handed to the agent (its model's key,
     #: say): recorded by name, never by value
     agent_env: tuple[str, ...] = ()
@@ -136,6 +137,9 @@ class CampaignRequest:
     shard: ShardSpec | None = None
     #: the run id; with ``shard``, the id every shard shares (derived when None)
     run_id: str | None = None
+    #: end a repetition after this many judged snapshots in a row with no new passing
+    #: clause (``--stop-on-plateau K``; outcome ``plateaued``)
+    stop_on_plateau: int | None = None
 
     def argv(self, *, task: str, out: str) -> list[str]:
         """The ``python -m lab`` arguments asking for this same campaign in the lab image."""
@@ -155,6 +159,7 @@ class CampaignRequest:
             ("--timeout", self.timeout_s),
             ("--shard", self.shard),
             ("--run-id", self.run_id),
+            ("--stop-on-plateau", self.stop_on_plateau),
         ):
             if value is not None:
                 args += [flag, str(value)]

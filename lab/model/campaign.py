@@ -11,15 +11,25 @@ judged repetition): ``lab.model`` imports it.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeVar, cast
 
+from lab import intervals
+from lab.model.campaign_agent import AgentRecord as AgentRecord
+from lab.model.campaign_agent import PatchRecord as PatchRecord
+from lab.model.egress import EgressRecord, Verdict
 from lab.model.evaluation import Evaluation
+from lab.model.processes import ProcessRecord
 from lab.model.read import mapping, required
 from lab.model.task import TaskEvaluation
+from lab.model.trajectory import TrajectoryRecord
 
-Outcome = Literal["met", "failed", "build-failed", "no-change", "timed-out", "agent-crashed"]
+T = TypeVar("T")
+
+Outcome = Literal[
+    "met", "failed", "build-failed", "no-change", "timed-out", "agent-crashed", "plateaued"
+]
 OUTCOMES: tuple[Outcome, ...] = (
     "met",
     "failed",
@@ -27,6 +37,7 @@ OUTCOMES: tuple[Outcome, ...] = (
     "no-change",
     "timed-out",
     "agent-crashed",
+    "plateaued",
 )
 CLAUSES = ("C1", "C2", "C3", "C4", "C5", "C6")
 
@@ -93,56 +104,12 @@ NOT_PROVEN: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True, kw_only=True)
-class AgentRecord:
-    """What the agent command did in one repetition."""
-
-    exit_status: int | None
-    timed_out: bool
-    duration_s: float
-    lingering_count: int
-    contained: bool
-    sandbox_error: str | None
-    stdout_bytes: int
-    stderr_bytes: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "exit_status": self.exit_status,
-            "timed_out": self.timed_out,
-            "duration_s": self.duration_s,
-            "lingering_count": self.lingering_count,
-            "contained": self.contained,
-            "sandbox_error": self.sandbox_error,
-            "stdout_bytes": self.stdout_bytes,
-            "stderr_bytes": self.stderr_bytes,
-            "stdout": "agent.stdout",
-            "stderr": "agent.stderr",
-        }
-
-
-@dataclass(frozen=True, kw_only=True)
-class PatchRecord:
-    sha256: str
-    bytes: int
-    files_changed: tuple[str, ...]
-    outside_native: tuple[str, ...]
-    native_empty: bool
-    final_commit: str | None
-    bundle_sha256: str | None
-    problem: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "sha256": self.sha256,
-            "bytes": self.bytes,
-            "files_changed": list(self.files_changed),
-            "outside_native": list(self.outside_native),
-            "native_empty": self.native_empty,
-            "final_commit": self.final_commit,
-            "bundle_sha256": self.bundle_sha256,
-            "problem": self.problem,
-        }
+#: pass@k and pass^k are given for k = 1 … min(N, this)
+PASS_K_MAX = 10
+PASS_HAT_K_ESTIMATOR = (
+    "C(c,k)/C(n,k): the chance that k repetitions drawn without replacement from the n run "
+    "all met the task (an unbiased estimate of p^k); pass@k is 1 - C(n-c,k)/C(n,k)"
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -165,6 +132,18 @@ class RepetitionRecord:
     #: met only when all of it is under the goal
     timing_ratio_interval: list[float] | None = None
     speed_met: bool | None = None
+    #: what the agent's network showed (``--agent-network model=HOST:PORT``); None when
+    #: it was not witnessed (host or none)
+    egress: EgressRecord | None = None
+    #: every exec of the agent's cgroup, what it left, its verification runs
+    processes: ProcessRecord | None = None
+    #: the workspace over time, each distinct snapshot judged
+    trajectory: TrajectoryRecord | None = None
+
+    @property
+    def agent_verdicts(self) -> dict[str, Verdict]:
+        """The agent's own clauses: A1 egress (not-observed unless its network was witnessed)."""
+        return {"A1": "not-observed" if self.egress is None else self.egress.verdict}
 
     @property
     def duration_s(self) -> float:
@@ -180,6 +159,10 @@ class RepetitionRecord:
             "patch_sha256": None if self.patch is None else self.patch.sha256,
             "timing_ratio": self.timing_ratio,
             "timing_ratio_interval": self.timing_ratio_interval,
+            "agent_verdicts": self.agent_verdicts,
+            "model_requests": None if self.egress is None else self.egress.model_requests,
+            "tokens": None if self.egress is None else self.egress.tokens(),
+            "escalation": None,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -193,6 +176,9 @@ class RepetitionRecord:
             "patch": None if self.patch is None else self.patch.to_dict(),
             "speed_met": self.speed_met,
             "evaluation": None if self.evaluation is None else self.evaluation.to_dict(),
+            "egress": None if self.egress is None else self.egress.to_dict(),
+            "processes": None if self.processes is None else self.processes.to_dict(),
+            "trajectory": None if self.trajectory is None else self.trajectory.to_dict(),
         }
 
     @classmethod
@@ -216,6 +202,9 @@ class RepetitionRecord:
                 sandbox_error=agent.get("sandbox_error"),
                 stdout_bytes=int(agent["stdout_bytes"]),
                 stderr_bytes=int(agent["stderr_bytes"]),
+                stderr_tail=agent.get("stderr_tail"),
+                cgroup=agent.get("cgroup"),
+                lingering=tuple(agent.get("lingering") or ()),
             ),
             patch=None
             if patch is None
@@ -233,7 +222,15 @@ class RepetitionRecord:
             timing_ratio=data.get("timing_ratio"),
             timing_ratio_interval=data.get("timing_ratio_interval"),
             speed_met=data.get("speed_met"),
+            egress=_read(EgressRecord.from_dict, data.get("egress")),
+            processes=_read(ProcessRecord.from_dict, data.get("processes")),
+            trajectory=_read(TrajectoryRecord.from_dict, data.get("trajectory")),
         )
+
+
+def _read(reader: Callable[[Mapping[str, Any]], T], data: Any) -> T | None:
+    """An optional record (absent in documents written before it existed)."""
+    return None if data is None else reader(mapping(data, "repetition"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -287,6 +284,43 @@ class CampaignRecord:
             for c in self.task.get("clauses", CLAUSES)
         }
 
+    def interval(self, k: int | None = None) -> list[float] | None:
+        """The 95 % interval (:data:`lab.intervals.METHOD`) for ``k`` (default: met) of the
+        repetitions run; None before any ran."""
+        if not self.total:
+            return None
+        return list(intervals.interval(self.met if k is None else k, self.total))
+
+    def upper_bound(self) -> float | None:
+        """The one-sided 95 % upper bound on the true rate ("0 of 3 is compatible with a
+        true rate up to 63 %")."""
+        return intervals.upper_bound(self.met, self.total) if self.total else None
+
+    def lower_bound(self) -> float | None:
+        """The one-sided 95 % lower bound ("3 of 3: at least 37 %")."""
+        return intervals.lower_bound(self.met, self.total) if self.total else None
+
+    def pass_estimates(self) -> dict[str, dict[str, float]]:
+        """pass@k and pass^k for k = 1 … N (at most :data:`PASS_K_MAX`), keyed by k."""
+        n, c = self.total, self.met
+        ks = range(1, min(n, PASS_K_MAX) + 1)
+        return {
+            "pass_at_k": {str(k): intervals.pass_at_k(n=n, c=c, k=k) for k in ks},
+            "pass_hat_k": {str(k): intervals.pass_hat_k(n=n, c=c, k=k) for k in ks},
+        }
+
+    def statistics(self) -> dict[str, Any]:
+        """The figures beside k of N, as ``--json`` and results.json carry them."""
+        return {
+            "interval": self.interval(),
+            "interval_method": intervals.METHOD,
+            "interval_confidence": intervals.CONFIDENCE,
+            "upper_bound_one_sided": self.upper_bound(),
+            "lower_bound_one_sided": self.lower_bound(),
+            **self.pass_estimates(),
+            "pass_hat_k_estimator": PASS_HAT_K_ESTIMATOR,
+        }
+
     def duration_spread(self) -> dict[str, float] | None:
         values = [r.duration_s for r in self.repetitions]
         if not values:
@@ -317,8 +351,10 @@ class CampaignRecord:
             "baseline": dict(self.baseline),
             "outcomes": self.outcome_counts(),
             "clauses": {
-                c: {"met": k, "total": self.total} for c, k in self.clause_counts().items()
+                c: {"met": k, "total": self.total, "interval": self.interval(k)}
+                for c, k in self.clause_counts().items()
             },
+            **self.statistics(),
             "duration_s": self.duration_spread(),
             "repetitions": [r.to_dict() for r in self.repetitions],
             "evidence": [{"item": item, "where": where} for item, where in EVIDENCE],
@@ -347,3 +383,10 @@ class CampaignRecord:
                 RepetitionRecord.from_dict(mapping(r, "repetition")) for r in data["repetitions"]
             ],
         )
+
+
+def campaign_statistics(record: CampaignRecord | None) -> dict[str, Any]:
+    """The statistics of ``lab campaign --json`` (null figures when no campaign ran here)."""
+    if record is None:
+        return {"interval": None, "interval_method": intervals.METHOD}
+    return record.statistics()

@@ -12,9 +12,14 @@ but wording.
 
 from __future__ import annotations
 
-from lab.model.campaign import EVIDENCE, NOT_PROVEN, CampaignRecord
+from lab.intervals import METHOD, percent
+from lab.model.campaign import EVIDENCE, NOT_PROVEN, PASS_HAT_K_ESTIMATOR, CampaignRecord
+from lab.reports.campaign_watch import agent_table, trajectory_table
 from lab.reports.repetitions import repetition_wording
 from lab.reports.table import Table
+
+#: how the interval method is named in the report
+METHOD_NAME = {"clopper-pearson": "Clopper–Pearson exact", "wilson": "Wilson score"}[METHOD]
 
 CAMPAIGN_EXIT_STATEMENT = (
     "Exit status of lab campaign: 0 when at least the required number of repetitions met "
@@ -25,20 +30,57 @@ CAMPAIGN_EXIT_STATEMENT = (
 )
 
 
+def _interval(low_high: list[float] | None) -> str:
+    if low_high is None:
+        return "N/A"
+    low, high = low_high
+    return f"95 % CI {percent(low)}–{percent(high)} ({METHOD_NAME})"
+
+
+def _k_of_n(k: int, n: int, low_high: list[float] | None) -> str:
+    return f"{k}/{n} [{_interval(low_high)}]"
+
+
 def reliability_sentence(record: CampaignRecord) -> str:
-    """Capability versus reliability (the second seed article: 1 success, then 0 of 3)."""
+    """Capability versus reliability (the second seed article: 1 success, then 0 of 3), with
+    the stored interval: a one-sided bound at 0 of N and N of N, else the two-sided one."""
     k, n = record.met, record.total
     wording = repetition_wording(k, n)
+    if n == 0:
+        return "No repetition ran: neither capability nor reliability is shown."
+    interval = _interval(record.interval())
+    upper, lower = record.upper_bound(), record.lower_bound()
+    if k == 0:
+        bound = (
+            f"0 of {n} is compatible with a true success rate up to "
+            f"{percent(upper or 0)} (one-sided 95 %, {METHOD_NAME} upper bound)"
+        )
+    elif k == n:
+        bound = (
+            f"{n} of {n} only shows a true success rate of at least {percent(lower or 0)} "
+            f"(one-sided 95 %, {METHOD_NAME} lower bound)"
+        )
+    else:
+        bound = f"the true success rate lies in the two-sided {interval}"
+    estimates = record.pass_estimates()
+    top = str(min(n, len(estimates["pass_at_k"])))
+    passes = (
+        f"pass@{top} {estimates['pass_at_k'][top]:.2f}, pass^{top} "
+        f"{estimates['pass_hat_k'][top]:.2f} (the chance that at least one / all of {top} "
+        "tries meet the task, estimated from these runs)"
+    )
     if n < 3:
         return (
-            f"{k} of {n} met the task: {wording}. One success demonstrates capability, not "
-            "reliability; run at least 3 repetitions before any reliability claim."
+            f"{k} of {n} met the task: {wording}; {bound}. One success demonstrates "
+            "capability, not reliability; run at least 3 repetitions before any reliability "
+            f"claim. {passes}."
         )
     if k == 0:
-        return f"0 of {n} met the task: capability not demonstrated here ({wording})."
+        return f"0 of {n} met the task: capability not demonstrated here ({wording}); {bound}."
     return (
-        f"{k} of {n} met the task: capability demonstrated, {wording}. Reliability is the "
-        f"count, not the best run: a claim that the agent 'can do it' rests on {k} of {n}."
+        f"{k} of {n} met the task: capability demonstrated, {wording}; {bound}. Reliability "
+        f"is the count, not the best run: a claim that the agent 'can do it' rests on {k} of "
+        f"{n}. {passes}."
     )
 
 
@@ -46,8 +88,8 @@ def campaign_headline(record: CampaignRecord) -> str:
     verdict = "met" if record.succeeded else "did not meet"
     return (
         f"Agent campaign {record.task.get('name', '')}: {record.met} of {record.total} "
-        f"repetitions met the task; the campaign {verdict} its requirement of "
-        f"{record.required}. {reliability_sentence(record)}"
+        f"repetitions met the task [{_interval(record.interval())}]; the campaign {verdict} "
+        f"its requirement of {record.required}. {reliability_sentence(record)}"
     )
 
 
@@ -96,22 +138,39 @@ def repetition_table(record: CampaignRecord) -> Table:
 
 def aggregate_table(record: CampaignRecord) -> Table:
     n = record.total
-    rows = [["met the task", f"{record.met}/{n}", f"required {record.required}"]]
+    rows = [["met the task", f"{record.met}/{n}", _interval(record.interval()),
+             f"required {record.required}"]]  # fmt: skip
     for outcome, count in record.outcome_counts().items():
         if count and outcome != "met":
-            rows.append([outcome, f"{count}/{n}", ""])
+            rows.append([outcome, f"{count}/{n}", _interval(record.interval(count)), ""])
     for clause, k in record.clause_counts().items():
-        rows.append([f"{clause} passed", f"{k}/{n}", "in every evaluation repetition"])
+        rows.append([f"{clause} passed", f"{k}/{n}", _interval(record.interval(k)),
+                     "in every evaluation repetition"])  # fmt: skip
+    verdicts = [r.agent_verdicts["A1"] for r in record.repetitions]
+    if any(v != "not-observed" for v in verdicts):
+        k = verdicts.count("pass")
+        rows.append(["A1 egress passed", f"{k}/{n}", _interval(record.interval(k)),
+                     f"{verdicts.count('not-observed')} not observed"])  # fmt: skip
+    estimates = record.pass_estimates()
+    for key in estimates["pass_at_k"]:
+        rows.append([f"pass@{key} / pass^{key}", f"{estimates['pass_at_k'][key]:.2f} / "
+                     f"{estimates['pass_hat_k'][key]:.2f}", "estimates", ""])  # fmt: skip
     spread = record.duration_spread()
     if spread is not None:
         rows.append(
             [
                 "agent time",
                 f"median {_seconds(spread['median'])}",
+                "",
                 f"range {_seconds(spread['min'])} – {_seconds(spread['max'])}",
             ]
         )
-    return Table(["", "k/N", "note"], rows)
+    return Table(
+        ["", "k/N", "95 % interval", "note"],
+        rows,
+        notes=[f"Intervals: {METHOD_NAME}, two-sided 95 %. pass@k: 1 − C(n−c,k)/C(n,k). "
+               f"pass^k: {PASS_HAT_K_ESTIMATOR}."],
+    )  # fmt: skip
 
 
 def identity_rows(record: CampaignRecord) -> list[tuple[str, str]]:
@@ -151,6 +210,8 @@ def campaign_sections(record: CampaignRecord) -> list[tuple[str, Table | list[st
     return [
         ("Repetitions", repetition_table(record)),
         ("Aggregate", aggregate_table(record)),
+        ("What the agent did", agent_table(record)),
+        ("Trajectories", trajectory_table(record)),
         ("Evidence of every agent run", evidence_table()),
         ("What this campaign does not prove", list(NOT_PROVEN)),
     ]
@@ -164,8 +225,8 @@ def campaign_lines(record: CampaignRecord) -> list[str]:
             f"  r{r.index}: {r.outcome:<13} failed clauses: {failed}; "
             f"agent {_seconds(r.duration_s)}; "
             f"patch {'—' if r.patch is None else r.patch.sha256[:16]}; "
-            f"timing {_ratio(r.timing_ratio, r.timing_ratio_interval)}"
+            f"timing {_ratio(r.timing_ratio, r.timing_ratio_interval)}; A1 {r.agent_verdicts['A1']}"
         )
     for clause, k in record.clause_counts().items():
-        lines.append(f"  {clause}: {k}/{record.total}")
+        lines.append(f"  {clause}: {_k_of_n(k, record.total, record.interval(k))}")
     return lines

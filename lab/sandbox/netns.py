@@ -16,6 +16,7 @@ the endpoints' code and records stay in the lab.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import socket
@@ -29,17 +30,18 @@ from lab.host import procs
 NETNS_DIR = Path("/run/netns")
 _NAME = re.compile(r"^lab-(?P<pid>\d+)-[a-z0-9-]+$")
 
-#: The helper that runs inside the namespace: bind N listening TCP sockets on 127.0.0.1 and
-#: send their descriptors back on the Unix socket whose descriptor is argv[2]. ``-I -S``:
-#: isolated, no site packages; it imports nothing of the lab.
+#: The helper that runs inside the namespace: bind a listening TCP socket at each address
+#: of argv[1] (JSON [[host, port], ...]; port 0: ephemeral) and send their descriptors back
+#: on the Unix socket whose descriptor is argv[2]. ``-I -S``: isolated, no site packages;
+#: it imports nothing of the lab.
 _HELPER = """
-import socket, sys
-n, ctl = int(sys.argv[1]), socket.socket(fileno=int(sys.argv[2]))
+import json, socket, sys
+addresses, ctl = json.loads(sys.argv[1]), socket.socket(fileno=int(sys.argv[2]))
 socks = []
-for _ in range(n):
+for host, port in addresses:
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("127.0.0.1", 0))
+    s.bind((host, port))
     s.listen(128)
     socks.append(s)
 socket.send_fds(ctl, [b"ok"], [s.fileno() for s in socks])
@@ -103,9 +105,22 @@ class NetworkNamespace:
         finally:
             ns.delete()
 
-    def listening_sockets(self, count: int) -> list[socket.socket]:
+    def add_address(self, host: str) -> None:
+        """Give the namespace's loopback ``host`` too (an endpoint that must answer at its
+        own, non-loopback address inside the namespace)."""
+        if not host.startswith("127."):
+            self._ip(
+                "-n", self.name, "addr", "add", f"{host}/32", "dev", "lo",
+                purpose="an allowed endpoint's address inside the namespace",
+            )  # fmt: skip
+
+    def listening_sockets(
+        self, count: int, *, at: list[tuple[str, int]] | None = None
+    ) -> list[socket.socket]:
         """``count`` TCP sockets listening on 127.0.0.1 (ephemeral ports) inside this
-        namespace, for the receiver and the decoy."""
+        namespace, for the receiver and the decoy; or one at each address of ``at``."""
+        addresses = at if at is not None else [("127.0.0.1", 0)] * count
+        count = len(addresses)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             argv = [
@@ -115,7 +130,7 @@ class NetworkNamespace:
                 "-S",
                 "-c",
                 _HELPER,
-                str(count),
+                json.dumps(addresses),
                 str(theirs.fileno()),
             ]
             try:

@@ -57,7 +57,7 @@ def validate_results(document: dict[str, Any]) -> None:
 
 
 #: the ``--json`` documents with a schema here (``<name>.schema.json``)
-SUMMARY_SCHEMAS = ("run-summary", "evaluation-summary")
+SUMMARY_SCHEMAS = ("run-summary", "evaluation-summary", "campaign-summary")
 
 
 def validate_document(document: dict[str, Any], name: str) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from lab import _cli
+from lab import _cli, intervals
 from lab.collectors.strace import StraceCollector
 from lab.evidence.verify import verify_archive
 from tests.conftest import ASSETS, ROOT, require
@@ -163,7 +163,11 @@ def test_the_archive_verifies_and_the_report_shows_the_campaign(
     assert "| timed-out | 1/6 |" in report and "| no-change | 2/6 |" in report  # the aggregate
     results = json.loads((run_dir / "results.json").read_text())
     assert len(results["campaign"]["evidence"]) == 9
-    assert results["campaign"]["clauses"]["C3"] == {"met": 2, "total": 6}
+    c3 = results["campaign"]["clauses"]["C3"]
+    assert (c3["met"], c3["total"]) == (2, 6)
+    assert c3["interval"] == list(intervals.clopper_pearson(2, 6))  # beside every k of N
+    assert results["campaign"]["interval_method"] == "clopper-pearson"
+    assert "[95 % CI" in report and "Clopper–Pearson" in report
     envelope = json.loads((run_dir / "provenance.intoto.jsonl").read_text().splitlines()[0])
     statement = json.loads(base64.b64decode(envelope["payload"]))
     deps = statement["predicate"]["buildDefinition"]["resolvedDependencies"]

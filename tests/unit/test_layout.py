@@ -18,10 +18,7 @@ MAX_LINES = 450
 #: modules written before the cap was lowered from 550, with the length they may not exceed;
 #: the list only shrinks (split one, delete its line)
 LONG_MODULES: dict[str, int] = {
-    "lab/_parser.py": 453,
-    "lab/collectors/strace_parse.py": 473,
     "lab/host/procs.py": 483,
-    "lab/model/observed.py": 496,
     "lab/collectors/perf.py": 527,
     "lab/evidence/checks.py": 528,
     "lab/reports/charts.py": 530,
@@ -71,7 +68,7 @@ LONG_FUNCTIONS: set[str] = {
 #: module belongs to the layer of the longest prefix that names it ("lab" alone is exact).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("leaves", ("lab", "lab.errors", "lab.registry", "lab.host.tools", "lab.host.clock",
-                "lab.host.digest", "lab.host.capabilities")),
+                "lab.host.digest", "lab.host.capabilities", "lab.intervals")),
     ("model", ("lab.model",)),
     ("host", ("lab.host", "lab.resources", "lab.schemas", "lab.container")),
     ("sandbox", ("lab.sandbox",)),
@@ -88,7 +85,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                "lab.workloads.evaluate", "lab.workloads.campaign", "lab.workloads.evidence",
                "lab.workloads.cli")),
     ("merge", ("lab.merge",)),
-    ("command line", ("lab._parser", "lab._cli", "lab.__main__")),
+    ("command line", ("lab._parser_types", "lab._parser", "lab._cli", "lab.__main__")),
 )  # fmt: skip
 #: the generic parts, which reach a workload only through lab.workloads (the seam)
 GENERIC = ("lab.model", "lab.registry", "lab.host", "lab.schemas", "lab.container",

@@ -106,6 +106,11 @@ def test_the_json_rows_have_the_issue_s_shape() -> None:
         "patch_sha256": "a" * 64,
         "timing_ratio": None,
         "timing_ratio_interval": None,
+        # the agent's network was not witnessed (--agent-network host): nothing is claimed
+        "agent_verdicts": {"A1": "not-observed"},
+        "model_requests": None,
+        "tokens": None,
+        "escalation": None,
     }
 
 
@@ -114,7 +119,11 @@ def test_the_record_matches_the_results_schema() -> None:
     schema = results_schema()["properties"]["campaign"]
     jsonschema.validate(document, schema)
     assert len(document["evidence"]) == 9 == len(EVIDENCE)
-    assert document["clauses"]["C1"] == {"met": 0, "total": 2}
+    assert document["clauses"]["C1"] == {"met": 0, "total": 2, "interval": [0.0, 0.8419]}
+    # 1 of 2: binom.test(1, 2) gives 0.01257912 0.98742088
+    assert document["interval"] == [0.0126, 0.9874] and document["interval_method"] == (
+        "clopper-pearson"
+    )
 
 
 @pytest.mark.parametrize(
@@ -123,8 +132,15 @@ def test_the_record_matches_the_results_schema() -> None:
         (["met"], "One success demonstrates capability, not reliability"),
         (["met", "failed", "met"], "capability demonstrated, reliability 2/3"),
         (["failed", "failed", "failed"], "0 of 3 met the task: capability not demonstrated"),
+        # the issue's sentence: one-sided, and said to be
+        (["failed", "failed", "failed"], "compatible with a true success rate up to 63 % "
+         "(one-sided 95 %, Clopper–Pearson exact upper bound)"),
+        (["met", "failed", "met"], "the true success rate lies in the two-sided 95 % CI "
+         "9 %–99 % (Clopper–Pearson exact)"),
+        (["met", "failed", "met"], "pass@3 1.00, pass^3 0.00"),
+        (["met", "met", "met"], "at least 37 % (one-sided 95 %, Clopper–Pearson exact lower"),
     ],
-)
+)  # fmt: skip
 def test_capability_versus_reliability(outcomes: list[Outcome], words: str) -> None:
     r = record(*(rep(i, o) for i, o in enumerate(outcomes, start=1)))
     assert words in reliability_sentence(r)
@@ -171,3 +187,43 @@ def test_require_over_repetitions_is_exit_2(
 
 def test_campaign_error_is_a_usage_class_error() -> None:
     assert CampaignError("x").exit_code == 2
+
+
+def test_the_statistics_are_stored_not_drawn() -> None:
+    """pass@k and pass^k for k = 1..N, the interval and its method: figures of the model."""
+    r = record(rep(1, "met"), rep(2, "failed"), rep(3, "met"))
+    stats = r.statistics()
+    assert stats["interval"] == [0.0943, 0.9916]
+    assert stats["interval_method"] == "clopper-pearson" and stats["interval_confidence"] == 0.95
+    assert stats["pass_at_k"] == {"1": 0.6667, "2": 1.0, "3": 1.0}
+    assert stats["pass_hat_k"] == {"1": 0.6667, "2": 0.3333, "3": 0.0}
+    assert stats["upper_bound_one_sided"] == 0.983
+    assert "C(c,k)/C(n,k)" in stats["pass_hat_k_estimator"]
+    table = dict(campaign_sections(r))["Aggregate"]
+    assert table.rows[0][:3] == [  # type: ignore[union-attr]
+        "met the task", "2/3", "95 % CI 9 %–99 % (Clopper–Pearson exact)"
+    ]  # fmt: skip
+
+
+def test_the_campaign_json_document_matches_its_schema() -> None:
+    from lab.model.campaign import campaign_statistics
+    from lab.schemas import validate_document
+
+    r = record(rep(1, "met"), rep(2, "failed", {"C3": "fail"}))
+    document = {
+        "delegated_to_image": False,
+        "repetitions": [x.row() for x in r.repetitions],
+        "met": r.met,
+        "required": r.required,
+        "archive": "/tmp/x.tar.gz",
+        "archive_sha256": "0" * 64,
+        "exit_status": 0,
+        **campaign_statistics(r),
+    }
+    validate_document(document, "campaign-summary")
+    assert document["interval"] == [0.0126, 0.9874]
+    delegated = {**document, "repetitions": [], "met": None, **campaign_statistics(None)}
+    validate_document(delegated, "campaign-summary")
+    broken = {**document, "repetitions": [{**document["repetitions"][0], "tokens": 3}]}
+    with pytest.raises(Exception, match="campaign-summary"):
+        validate_document(broken, "campaign-summary")

@@ -1,0 +1,42 @@
+"""``lab campaign`` handed to the lab image: the task file and every file the agent command
+names mounted read-only at the same names inside, the environment the task forwards, the
+archive landing in the host's ``--out``."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+from lab.campaign.agent import MOUNTED, names_file
+from lab.campaign.task import CampaignRequest
+from lab.container import run as container
+from lab.pipeline import REPO
+
+
+def delegate(request: CampaignRequest) -> tuple[int, dict[str, Any] | None]:
+    """Run this very campaign inside the lab image, with the task file and the files the
+    agent command names mounted read-only; the archive lands in the host's --out. Its exit
+    status, and with ``--json`` the document the lab in the image wrote."""
+    mounts: list[tuple[Path, str]] = []
+    task_host = request.task_path.resolve()
+    mounts.append((task_host, f"/lab/campaign-input/{task_host.name}"))
+    words = []
+    for word in shlex.split(request.agent_cmd):
+        path = names_file(word, Path.cwd())
+        if path is not None:
+            inside = f"{MOUNTED}/{path.name}"
+            mounts.append((path, inside))
+            word = inside
+        words.append(word)
+    moved = CampaignRequest(**{**request.__dict__, "agent_cmd": shlex.join(words)})
+    argv = moved.argv(task=mounts[0][1], out=container.CONTAINER_ARTIFACTS)
+    status, document = container.delegate(
+        REPO,
+        argv,
+        out=request.out,
+        json_document=request.json,
+        mounts=tuple(mounts),
+        forward_env=request.agent_env,
+    )
+    return status, document
