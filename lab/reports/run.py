@@ -83,8 +83,12 @@ GENERAL_LIMITS: tuple[str, ...] = (
     "comparisons use the untraced pass (collector none).",
     "Observations of one scenario come from separate passes (one process collector per "
     "pass): they corroborate each other; they are not one combined trace.",
-    "The timeline aligns client claims, receiver events and verifier checks; kernel and CPU "
-    "traces are separate artifacts with their own clocks.",
+    "The timeline puts every source on one clock (CLOCK_MONOTONIC, named in its first row, "
+    "with the realtime offset used and its uncertainty): client lines as the lab read them "
+    "(only as early as the client flushed them), runner, receiver, decoy and verifier events, "
+    "and the kernel's and the wire's own events from strace and the capture (microseconds), "
+    "bpftrace (nanoseconds) and perf's sample window. A merged run's timeline keeps each "
+    "shard's rows on that shard's own clock.",
     "The seeded behaviors check the instrument. They do not measure how often an agent "
     "introduces such defects.",
     "The fixture omits TLS, compression, multi-file snapshots and source changes during transfer.",
