@@ -321,7 +321,7 @@ def test_every_file_the_lab_reads_in_the_image_is_in_its_build_context() -> None
     import fnmatch
 
     from lab.campaign.workspace import PUBLIC_DOCS
-    from lab.evaluate.floor import SOURCE
+    from lab.evaluate.floor import source_file
     from lab.pipeline import REPO
 
     allowed = [
@@ -330,7 +330,7 @@ def test_every_file_the_lab_reads_in_the_image_is_in_its_build_context() -> None
         if line.startswith("!")
     ]
     dockerfile = (REPO / "Dockerfile").read_text()
-    for rel in (SOURCE.relative_to(REPO).as_posix(), *PUBLIC_DOCS):
+    for rel in (source_file().relative_to(REPO).as_posix(), *PUBLIC_DOCS):
         assert any(fnmatch.fnmatch(rel, p) or rel.startswith(p) for p in allowed), rel
         top = rel.split("/")[0]
         assert f"COPY {top}/" in dockerfile or rel in dockerfile, rel
@@ -346,6 +346,9 @@ def test_the_builder_and_repository_reach_the_container(
     monkeypatch.setenv("GITHUB_WORKFLOW_REF", "owner/lab/.github/workflows/publish.yml@refs/x")
     monkeypatch.delenv("LAB_BUILDER_ID", raising=False)
     monkeypatch.delenv("LAB_GIT_REPOSITORY", raising=False)
+    # no other builder either (CI sets CI=true: that would name the generic CI builder)
+    for other in ("CI", "GITLAB_CI", "CI_PIPELINE_URL", "KUBERNETES_SERVICE_HOST"):
+        monkeypatch.delenv(other, raising=False)
     ctx = engine.Context.for_repo(tmp_path, artifacts=tmp_path / "artifacts")
     env = container.container_options(ctx).env
     assert env["LAB_BUILDER_ID"] == (

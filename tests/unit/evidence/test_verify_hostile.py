@@ -28,7 +28,10 @@ from tests.unit.evidence import hostile_archives as crafted
 from tests.unit.evidence.test_verify import assert_rejected, make_archive
 
 MEMORY = 256 << 20
-SECONDS = 10.0
+#: the bound that tells a linear scan from a quadratic one, not a benchmark: the 99,001-member
+#: archive takes 10-11 s to refuse on this 2-core machine today (the same at 3a315fb), while a
+#: scan that compared every member with every other would take hours
+SECONDS = 30.0
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +189,7 @@ def _limit_memory() -> None:
     ],
 )
 def test_verify_cli_under_memory_limit(built: dict[str, Path], case: str) -> None:
-    """``python -m lab verify`` in 256 MiB of address space, within 10 s: exit 1, one
+    """``python -m lab verify`` in 256 MiB of address space, within SECONDS: exit 1, one
     sentence on stderr naming the archive, no traceback."""
     start = time.monotonic()
     proc = subprocess.run(
