@@ -30,8 +30,9 @@ EXPECTED = yaml.safe_load((TASK / "seeds" / "expected.yaml").read_text())["seeds
 ORACLE_CLAUSES = ("S3", "S4", "S5")
 #: check-then-write loses the race in a few per cent of its raced writes, so one
 #: evaluation misses with a probability measured near zero (benchmarks/safestore_race.py);
-#: a retry bounds a rare miss on a loaded machine, and the benchmark reports the true rate
-RACE_RETRIES = 2
+#: a retry bounds a rare miss on a loaded machine (or a race lost by mkdir only), and the
+#: benchmark reports the true rate
+RACE_RETRIES = 4
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +94,15 @@ def verdicts(judged: SafeStoreJudgement) -> dict[str, str]:
     return {k: judged.clauses[k].verdict for k in ORACLE_CLAUSES}
 
 
+def _kernel_saw_a_write(out: Path) -> bool:
+    """The lost race was an open for writing outside the root, as strace decoded it. A race
+    lost only through the racing directory entry (a mkdir by name, which the listing then
+    confirms or not) says less of the kernel's witness, so the test tries again: the
+    check-then-write seed loses both ways, at random (seen in CI after 1 of 2 runs)."""
+    violations = out / "s3-violations.txt"
+    return violations.exists() and "opened for writing" in violations.read_text()
+
+
 @pytest.mark.parametrize("seed", sorted(EXPECTED))
 def test_seed_breaks_exactly_its_clauses(
     seed: str, tmp_path: Path, sandbox: Sandbox, gocache: Path
@@ -103,7 +113,9 @@ def test_seed_breaks_exactly_its_clauses(
     for attempt in range(1 + (RACE_RETRIES if seed == "check-then-write" else 0)):
         out = tmp_path / f"out-{attempt}"
         judged = judge(tree, out, sandbox, gocache)
-        if all(judged.clauses[c].verdict == "fail" for c in must_fail):
+        if all(judged.clauses[c].verdict == "fail" for c in must_fail) and (
+            "S3" not in must_fail or _kernel_saw_a_write(out)
+        ):
             break
     seen = verdicts(judged)
     assert all(seen[c] == "fail" for c in must_fail), (seen, judged.to_dict())
