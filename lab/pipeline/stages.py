@@ -339,8 +339,12 @@ def seal(
     started_epoch: float,
     say: Callable[[str], None],
     dependencies: list[dict[str, Any]] | None = None,
+    scenarios: list[str] | None = None,
+    observers: bool = True,
 ) -> ArchiveInfo:
-    """Seal: ``SHA256SUMS``, its signatures, the provenance and the archive."""
+    """Seal: ``SHA256SUMS``, its signatures, the provenance and the archive. ``scenarios``:
+    the provenance's scenario list (default: the run's options); ``observers``: whether the
+    provenance's internal record holds the observers' states (a fixture task has none)."""
     from lab.evidence.archive import write_archive
     from lab.evidence.provenance import LOCAL_BUILDER_ID, ProvenanceInputs
 
@@ -350,7 +354,7 @@ def seal(
         run_id=result.run_id,
         started_on=result.started_at,
         finished_on=result.finished_at,
-        scenarios=list(result.options.get("scenarios", [])),
+        scenarios=list(result.options.get("scenarios", [])) if scenarios is None else scenarios,
         options=result.options,
         image_name=image.get("name"),
         image_digest=image.get("digest"),
@@ -364,7 +368,11 @@ def seal(
         tool_versions=env.get("tool_versions", {}),
         lab_version=__version__,
         internal={
-            "observers": {k: v.to_dict() for k, v in result.observers.items()},
+            **(
+                {"observers": {k: v.to_dict() for k, v in result.observers.items()}}
+                if observers
+                else {}
+            ),
             "image": image or None,
             "in_container": env.get("in_container"),
         },

@@ -13,10 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lab import __version__
-from lab.host import identity
 from lab.model import RunResult
-from lab.pipeline import Setup
+from lab.pipeline import Setup, seal
 from lab.schemas import RESULTS_SCHEMA_FILE, schema_bytes, validate_results
 
 
@@ -40,32 +38,14 @@ def write_task_run(
     (run_dir / "report.md").write_text("\n".join(report) + "\n", encoding="utf-8")
     if prepared.signer is None:
         return None
-    from lab.evidence.archive import write_archive
-    from lab.evidence.provenance import LOCAL_BUILDER_ID, ProvenanceInputs
-
-    env = result.environment
-    image = env.get("image") or {}
-    inputs = ProvenanceInputs(
-        run_id=result.run_id,
-        started_on=result.started_at,
-        finished_on=result.finished_at,
-        scenarios=[],
-        options=result.options,
-        image_name=image.get("name"),
-        image_digest=image.get("digest"),
-        git_repository=identity.git_repository(),
-        builder_id=identity.builder_id() or LOCAL_BUILDER_ID,
-        git_commit=env.get("git_commit"),
-        git_dirty=env.get("git_dirty"),
-        client_path=env.get("client"),
-        client_digest=env.get("client_sha256"),
-        kernel=env.get("kernel"),
-        tool_versions=env.get("tool_versions", {}),
-        lab_version=__version__,
-        internal={"image": image or None, "in_container": env.get("in_container")},
+    # a fixture task's provenance: no scenarios, no observers (the same seal as a run's)
+    return seal(
+        result,
+        run_dir,
+        signer=prepared.signer,
+        started_epoch=started_epoch,
+        say=say,
         dependencies=[],
-    )
-    say("Signing and packing the evidence archive…")
-    return write_archive(
-        run_dir, signer=prepared.signer, provenance_inputs=inputs, epoch=int(started_epoch)
+        scenarios=[],
+        observers=False,
     )
