@@ -21,6 +21,14 @@ from lab.errors import SandboxError
 from lab.host import procs
 
 DEFAULT_NAME = "lab-client"
+ENV_NAME = "LAB_CLIENT_USER"
+
+
+def default_name() -> str:
+    """``lab-client``, or the name ``LAB_CLIENT_USER`` gives: a developer running two labs on
+    one machine gives each its own user, since a run refuses a user another run's client is
+    still running as."""
+    return os.environ.get(ENV_NAME) or DEFAULT_NAME
 
 
 @dataclass(frozen=True)
@@ -30,7 +38,8 @@ class ClientUser:
     gid: int
 
     @classmethod
-    def lookup(cls, name: str = DEFAULT_NAME) -> ClientUser | None:
+    def lookup(cls, name: str | None = None) -> ClientUser | None:
+        name = name or default_name()
         try:
             entry = pwd.getpwnam(name)
         except KeyError:
@@ -38,8 +47,9 @@ class ClientUser:
         return cls(name, entry.pw_uid, entry.pw_gid)
 
     @classmethod
-    def ensure(cls, name: str = DEFAULT_NAME, *, log: procs.CommandLog | None = None) -> ClientUser:
+    def ensure(cls, name: str | None = None, *, log: procs.CommandLog | None = None) -> ClientUser:
         """The user, created first when missing (root only); raises SandboxError."""
+        name = name or default_name()
         user = cls.lookup(name)
         if user is None:
             if os.geteuid() != 0:

@@ -222,3 +222,14 @@ def test_the_main_process_is_the_first_child_of_bwraps_init(tmp_path: Path) -> N
 
     assert _first_child(os.getpid(), timeout_s=0.01) is None  # no child: None, not a guess
     assert _first_child(2**22 + 7, timeout_s=0.01) is None  # no such process
+
+
+def test_the_client_user_is_named_by_lab_client_user_when_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from lab.sandbox import user
+
+    monkeypatch.delenv(user.ENV_NAME, raising=False)
+    assert user.default_name() == "lab-client"
+    monkeypatch.setenv(user.ENV_NAME, "lab-client-dev2")
+    assert user.default_name() == "lab-client-dev2"
