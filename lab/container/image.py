@@ -26,7 +26,8 @@ from lab.container.engine import Context, follow, write_json
 from lab.errors import ContainerError
 from lab.host import procs
 
-IMAGE = "execution-evidence-lab:local"
+#: the image's tag; ``LAB_IMAGE`` names another (two checkouts building on one engine)
+IMAGE = os.environ.get("LAB_IMAGE") or "execution-evidence-lab:local"
 #: label holding the digest of every file the image is built from (the build cache key)
 INPUTS_LABEL = "dev.execution-evidence-lab.inputs"
 SOURCE_URL = "https://github.com/execution-evidence-lab/execution-evidence-lab"
