@@ -33,7 +33,7 @@ from lab.evidence.archive import PUBKEY
 from lab.judge import aggregate
 from lab.merge.evaluation import merged_evaluation, notes
 from lab.merge.shards import MergeError, ShardArchive, check_shards, open_shards
-from lab.merge.timeline import write_merged_timeline
+from lab.merge.timeline import read_rows, write_merged_timeline
 from lab.model import RunResult
 from lab.pipeline import finish
 from lab.run.shard import RUN_ID
@@ -195,16 +195,8 @@ def _copy_shard(s: ShardArchive, run_dir: Path, *, first: bool) -> dict[str, Any
 
 
 def _append_tagged(src: Path, dest: Path, index: int) -> None:
-    with open(src, encoding="utf-8") as rows, open(dest, "a", encoding="utf-8") as out:
-        for line in rows:
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError:
-                row = {"unparsed": line.rstrip("\n")}
-            if not isinstance(row, dict):
-                row = {"value": row}
+    with open(dest, "a", encoding="utf-8") as out:
+        for row in read_rows(src):
             out.write(json.dumps({"shard": index, **row}, sort_keys=True) + "\n")
 
 

@@ -49,7 +49,9 @@ def offset_for(mono_ns: int, start: ClockOffset, end: ClockOffset) -> int:
     return start.offset_ns + round(frac * (end.offset_ns - start.offset_ns))
 
 
-def _read(path: Path) -> list[dict[str, Any]]:
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """A JSON-lines file's rows; a line that is no JSON object kept as ``unparsed`` text or
+    ``value``, never dropped."""
     rows: list[dict[str, Any]] = []
     if not path.is_file():
         return rows
@@ -81,7 +83,7 @@ def merged_rows(shards: Sequence[tuple[int, Path]]) -> tuple[list[dict[str, Any]
     unconverted: list[dict[str, Any]] = []
     bases: list[dict[str, Any]] = []
     for index, path in shards:
-        rows = _read(path)
+        rows = read_rows(path)
         header = rows[0] if rows and rows[0].get("event") == HEADER_EVENT else None
         offsets = _offsets(header)
         body = rows[1:] if header is not None else rows
