@@ -269,4 +269,4 @@ def limits_section() -> Section:
         TableBlock(Table(["observer", "limit"], rows), widths(60)),
         Bullets(tuple(GENERAL_LIMITS)),
     ]
-    return Section("What this evidence cannot show", 0, blocks, keep=200)
+    return Section("What this evidence cannot show", 0, blocks, keep=120)

@@ -165,9 +165,8 @@ def digest_blocks(run: RunResult, s: ScenarioResult, label: str) -> list[Block]:
     passed = f"{', '.join(exercised)} passed as expected; " if exercised else ""
     blocks.append(
         Text(
-            f"{passed}every clause's reason, each invocation's records and every calibration "
-            f"finding are in report.md and report.html, section 'Scenario {label}'; the raw "
-            f"observer output is in {s.name}/r{s.repetition}/ of the archive.",
+            f"{passed}every reason, record and finding: report.md and report.html, section "
+            f"'Scenario {label}'; raw output: {s.name}/r{s.repetition}/.",
             "note",
             views=PDF,
         )
@@ -190,10 +189,14 @@ def cpu_matters(s: ScenarioResult) -> bool:
     return any(f.observer == "perf" for f in s.findings)
 
 
+#: symbol rows of a CPU chart in the PDF (every row is in report.md and report.html)
+CPU_CHART_ROWS = 6
+
+
 def cpu_chart(run: RunResult, s: ScenarioResult) -> charts.BarChart | None:
     client = run.environment.get("client")
     named = client if isinstance(client, str) and client else None
-    return charts.perf_symbols_chart(s, s.name, client=named)
+    return charts.perf_symbols_chart(s, s.name, client=named, limit=CPU_CHART_ROWS)
 
 
 def client_blocks(s: ScenarioResult) -> list[Block]:
