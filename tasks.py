@@ -35,7 +35,7 @@ from invoke.exceptions import Exit
 from invoke.tasks import task
 
 from lab.container import base as debootstrap
-from lab.container import engine, repro
+from lab.container import engine, locks, repro
 from lab.container import image as images
 from lab.container import run as container
 from lab.errors import LabError, UsageError
@@ -331,7 +331,7 @@ def image_lock(c: Context, base_image: str = debootstrap.DEFAULT_BASE_IMAGE) -> 
     """Re-pin docker/apt-packages.lock and docker/requirements.lock from the archives."""
     ctx = _ctx()
     engine.ensure_engine(ctx, install=True)
-    written = debootstrap.relock(ctx.root, work=ctx.image_dir, log=ctx.log, base_image=base_image)
+    written = locks.relock(ctx.root, work=ctx.image_dir, log=ctx.log, base_image=base_image)
     for path in written:
         print(f"wrote {path.relative_to(ROOT)}")
 

@@ -9,11 +9,11 @@ local image. Which path was taken is recorded, because it changes what the image
     base = resolve_base(DEFAULT_BASE_IMAGE, workdir=Path("/var/tmp/lab-base"), log=log)
     base.reference      # what the Dockerfile's BASE_IMAGE build argument receives
     base.as_dict()      # {"path": "debootstrap", "tarball_sha256": "...", "mirror": "...", ...}
-    relock(Path("."), work=Path("artifacts/.image"), log=log)   # rewrite docker/*.lock
 """
 
 from __future__ import annotations
 
+import email.utils
 import hashlib
 import json
 import os
@@ -22,6 +22,7 @@ import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -67,9 +68,53 @@ class BaseImage:
     #: when the root filesystem was bootstrapped (RFC 3339, UTC)
     bootstrapped_at: str | None = None
     variant: str | None = None
+    #: the ``Date:`` of the archive's Release file debootstrap fetched (RFC 3339, UTC): the
+    #: state of the Debian archive the snapshot was taken from
+    archive_date: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        """One coherent record of the base. A pinned image (pulled, or already present)
+        names its registry digest; a bootstrapped one its snapshot of the Debian archive
+        (suite, variant, mirror, the archive's date, when it was bootstrapped, the root
+        filesystem's digest) and names the pinned image it stands in for as such, never as
+        the image that was used."""
+        record: dict[str, Any] = {"path": self.path, "reference": self.reference}
+        if self.path == "debootstrap":
+            snapshot = {
+                k: v for k, v in asdict(self).items() if k in _SNAPSHOT_FIELDS and v is not None
+            }
+            record["snapshot"] = snapshot
+            record["stands_in_for"] = self.pinned
+        else:
+            record["digest"] = self.digest
+        record["image_id"] = self.image_id
+        return {k: v for k, v in record.items() if v is not None}
+
+
+#: what a bootstrapped base's record says about its snapshot of the Debian archive
+_SNAPSHOT_FIELDS = (
+    "suite",
+    "variant",
+    "mirror",
+    "archive_date",
+    "bootstrapped_at",
+    "tarball_sha256",
+)
+
+
+def archive_date(rootfs: Path) -> str | None:
+    """The ``Date:`` field of the Release file debootstrap left in ``rootfs`` (the archive's
+    state it bootstrapped from), as RFC 3339 UTC; None when there is none."""
+    lists = rootfs / "var" / "lib" / "apt" / "lists"
+    for path in sorted(lists.glob("*Release")) if lists.is_dir() else []:
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("Date:"):
+                try:
+                    when = email.utils.parsedate_to_datetime(line.split(":", 1)[1].strip())
+                except (TypeError, ValueError):
+                    return None
+                return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return None
 
 
 def debian_mirror(
@@ -223,6 +268,7 @@ def _from_local_base(tag: str, pinned: str, log: procs.CommandLog | None) -> Bas
         suite=recorded.get("suite"),
         bootstrapped_at=recorded.get("bootstrapped_at"),
         variant=recorded.get("variant"),
+        archive_date=recorded.get("archive_date"),
     )
 
 
@@ -317,6 +363,7 @@ def bootstrap_base(
         stderr=workdir / "debootstrap.err",
         timeout=1800,
     )
+    released = archive_date(rootfs)
     _slim(rootfs)
     procs.run(
         ["tar", "--sort=name", "--numeric-owner", "-C", str(rootfs), "-cf", str(tarball), "."],
@@ -332,6 +379,7 @@ def bootstrap_base(
         "mirror": mirror,
         "tarball_sha256": digest,
         "bootstrapped_at": bootstrapped_at,
+        **({"archive_date": released} if released else {}),
     }
     tag = f"{LOCAL_BASE_REPO}:{suite}-{stamp}"
     done = procs.run(
@@ -363,6 +411,7 @@ def bootstrap_base(
         suite=suite,
         bootstrapped_at=bootstrapped_at,
         variant="minbase",
+        archive_date=released,
     )
 
 
@@ -380,65 +429,3 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-# --- the locks -------------------------------------------------------------------------
-
-
-def host_ca_bundle(env: Mapping[str, str]) -> Path | None:
-    """The CA bundle the host's pip trusts, when it names one (a TLS-inspecting proxy)."""
-    for name in ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE"):
-        value = env.get(name, "").strip()
-        if value and Path(value).is_file():
-            return Path(value).resolve()
-    return None
-
-
-def lock_argv(base: str, root: Path, out: Path, ca_bundle: Path | None) -> list[str]:
-    argv = ["docker", "run", "--rm", "--network", "host", "-v", f"{root}:/src:ro"]
-    argv += ["-v", f"{out}:/out"]
-    if ca_bundle is not None:
-        argv += [
-            "-v",
-            f"{ca_bundle}:/etc/lab-host-ca.crt:ro",
-            "-e",
-            "PIP_CERT=/etc/lab-host-ca.crt",
-        ]
-    return [*argv, base, "sh", "/src/docker/lock.sh"]
-
-
-def relock(
-    root: Path,
-    *,
-    work: Path,
-    log: procs.CommandLog | None,
-    base_image: str = DEFAULT_BASE_IMAGE,
-    env: Mapping[str, str] | None = None,
-) -> list[Path]:
-    """Resolve docker/apt-packages.in and pyproject's dependencies to docker/*.lock.
-
-    The resolution runs in a container from the base image itself, so the versions locked
-    are the ones that base's APT and Python see.
-    """
-    render_sources(root)
-    base = resolve_base(base_image, workdir=Path("/var/tmp/lab-base"), log=log)
-    out = work / "lock"
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
-    ca_bundle = host_ca_bundle(os.environ if env is None else env)
-    procs.run(
-        lock_argv(base.reference, root, out, ca_bundle),
-        purpose="resolve the image's package locks",
-        log=log,
-        tool="docker",
-        stdout=work / "lock.log",
-        stderr=work / "lock.err",
-        timeout=1800,
-    )
-    written = []
-    for name in ("apt-packages.lock", "requirements.lock"):
-        target = root / "docker" / name
-        shutil.copyfile(out / name, target)
-        written.append(target)
-    return written

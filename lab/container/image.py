@@ -25,6 +25,7 @@ from lab.container.base import DEFAULT_BASE_IMAGE, BaseImage, render_sources, re
 from lab.container.engine import Context, follow, write_json
 from lab.errors import ContainerError
 from lab.host import procs
+from lab.host.identity import chain_id
 
 #: the image's tag; ``LAB_IMAGE`` names another (two checkouts building on one engine)
 IMAGE = os.environ.get("LAB_IMAGE") or "execution-evidence-lab:local"
@@ -208,10 +209,16 @@ def _identity(ctx: Context, tag: str, base: BaseImage, inputs: str) -> dict[str,
         raise ContainerError(f"the image {tag} is not present after its build; rebuild it.")
     labels = (info.get("Config") or {}).get("Labels") or {}
     manifest = image_manifest(ctx, tag)
+    layers = list((info.get("RootFS") or {}).get("Layers") or [])
+    repo_digests = [d.split("@", 1)[1] for d in info.get("RepoDigests") or [] if "@" in d]
     return {
         "name": tag,
+        # the engine's local ID (the digest of the image's configuration) and the content
+        # digest (the layers' ChainID): two fields, two meanings (docs/build-type.md)
         "id": info.get("Id"),
-        "digest": info.get("Id"),
+        "content_digest": chain_id(layers),
+        # a registry's manifest digest, only when the image was pushed or pulled
+        "repo_digest": repo_digests[0] if repo_digests else None,
         "size_bytes": info.get("Size"),
         "inputs_sha256": inputs,
         "revision": labels.get("org.opencontainers.image.revision"),

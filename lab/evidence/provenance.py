@@ -95,8 +95,10 @@ class ProvenanceInputs:
     #: the run's options as the user gave them (collectors, repetitions, sizes, ...)
     options: Mapping[str, Any] = field(default_factory=dict)
     image_name: str | None = None
-    #: "sha256:<hex>" of the lab image
+    #: "sha256:<hex>": the lab image's content digest (its layers' OCI ChainID)
     image_digest: str | None = None
+    #: "sha256:<hex>": the engine's local image ID (the digest of the image's configuration)
+    image_id: str | None = None
     git_repository: str | None = None
     git_commit: str | None = None
     git_dirty: bool | None = None
@@ -148,15 +150,15 @@ def resolved_dependencies(inputs: ProvenanceInputs) -> list[dict[str, Any]]:
         source["digest"] = {"gitCommit": inputs.git_commit}
         source["annotations"] = {"dirty": inputs.git_dirty}
         deps.append(source)
-    if inputs.image_digest:
+    if inputs.image_digest or inputs.image_id:
         name = inputs.image_name or "lab"
-        deps.append(
-            {
-                "name": "image",
-                "uri": f"docker-image://{name}",
-                "digest": _digest_map(inputs.image_digest),
-            }
-        )
+        image: dict[str, Any] = {"name": "image", "uri": f"docker-image://{name}"}
+        if inputs.image_digest:
+            image["digest"] = _digest_map(inputs.image_digest)
+        if inputs.image_id:
+            # the local ID is no content digest (it hashes labels and times too): named apart
+            image["annotations"] = {"localImageId": inputs.image_id}
+        deps.append(image)
     if inputs.client_digest:
         # no ``uri``: a run-relative path is no URI ("file:" needs an absolute path) and an
         # absolute one would name the builder's disk; the path is an annotation instead

@@ -6,9 +6,11 @@ No host name and no host path is recorded.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -143,3 +145,35 @@ def environment(repo: Path, client: Path, facts: dict[str, Any]) -> dict[str, An
         "image": image_identity(),
         "in_container": in_lab_image(),
     }
+
+
+def chain_id(diff_ids: Sequence[str]) -> str | None:
+    """The image's content digest: the OCI image spec's ChainID of its layers' DiffIDs
+    (``ChainID(L0) = DiffID(L0)``, ``ChainID(L0..Ln) = sha256(ChainID(L0..Ln-1) + " " +
+    DiffID(Ln))``), what ``docker image inspect`` lists as ``RootFS.Layers``. It names the
+    filesystem's content alone: two engines that hold the same layers agree on it, where the
+    local image ID also hashes the configuration (labels, creation time)."""
+    chain: str | None = None
+    for diff_id in diff_ids:
+        if chain is None:
+            chain = diff_id
+        else:
+            chain = "sha256:" + hashlib.sha256(f"{chain} {diff_id}".encode()).hexdigest()
+    return chain
+
+
+def image_digests(image: Mapping[str, Any] | None) -> tuple[str | None, str | None]:
+    """(content digest, local image ID) of an image record (``results.json`` ->
+    ``environment.image``). A record written before the two were named apart held the local
+    ID twice, as ``id`` and ``digest``: it has no content digest."""
+    if not image:
+        return None, None
+    local = image.get("id")
+    content = image.get("content_digest")
+    legacy = image.get("digest")
+    if content is None and legacy is not None and legacy != local:
+        content = legacy
+    return (
+        str(content) if content else None,
+        str(local) if local else None,
+    )

@@ -8,9 +8,10 @@ unsharded run, signed and archived.
 Nothing is judged again: every repetition keeps the verdicts its shard gave it, and the
 aggregates k/N are the judges' own (``lab.judge.aggregate``) over all repetitions. The run
 directory holds every unit's evidence where an unsharded run keeps it
-(``<scenario>/r<rep>/``), the scenario and probe files once, a ``timeline.jsonl`` and
-``commands.jsonl`` whose rows say which shard they come from (each machine's clock is its
-own, so the shards are concatenated, never interleaved), and under ``shards/<I>/`` each
+(``<scenario>/r<rep>/``), the scenario and probe files once, a ``commands.jsonl`` whose rows
+say which shard they come from, a ``timeline.jsonl`` whose rows are on one time base
+(CLOCK_REALTIME, each shard's rows converted with its own measured offset; how far apart the
+machines' clocks were is not measured, :mod:`lab.merge.timeline`), and under ``shards/<I>/`` each
 shard's own records verbatim (its results.json, timeline, commands, signed SHA256SUMS and
 provenance). The provenance lists every shard archive, with its digest, as a resolved
 dependency; ``results.json`` → ``shards`` and the reports' "Shards" section describe them.
@@ -32,14 +33,17 @@ from lab.evidence.archive import PUBKEY
 from lab.judge import aggregate
 from lab.merge.evaluation import merged_evaluation, notes
 from lab.merge.shards import MergeError, ShardArchive, check_shards, open_shards
+from lab.merge.timeline import read_rows, write_merged_timeline
 from lab.model import RunResult
 from lab.pipeline import finish
 from lab.run.shard import RUN_ID
 
 #: shard files every merged run keeps once at its top (identical in every shard)
 SHARED = ("scenarios", "probes")
-#: files each shard's rows are concatenated into, tagged with the shard index
-CONCATENATED = ("timeline.jsonl", "commands.jsonl")
+#: files each shard's rows are concatenated into, tagged with the shard index (the
+#: timeline is put on one time base instead: :mod:`lab.merge.timeline`)
+CONCATENATED = ("commands.jsonl",)
+TIMELINE = "timeline.jsonl"
 #: an evaluation's records that are no unit's: shard 1's go where an unsharded evaluation
 #: keeps them (every shard's stay under shards/<I>/): the frozen record and the candidate
 #: (alike in every shard), and the instrument check's scenarios (shard 1's machine's)
@@ -96,6 +100,11 @@ def merge(request: MergeRequest, *, say: Callable[[str], None]) -> MergeOutcome:
             shutil.rmtree(run_dir, ignore_errors=True)
             raise
     result = merged_result(shards, records)
+    # every shard's own timeline is under shards/<I>/; the merged one converts them
+    result.environment["time_base"] = write_merged_timeline(
+        [(s.spec.index, run_dir / "shards" / str(s.spec.index) / TIMELINE) for s in shards],
+        run_dir / TIMELINE,
+    )
     signer = None
     if request.archive:
         from lab.evidence.signing import Signer
@@ -186,16 +195,8 @@ def _copy_shard(s: ShardArchive, run_dir: Path, *, first: bool) -> dict[str, Any
 
 
 def _append_tagged(src: Path, dest: Path, index: int) -> None:
-    with open(src, encoding="utf-8") as rows, open(dest, "a", encoding="utf-8") as out:
-        for line in rows:
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError:
-                row = {"unparsed": line.rstrip("\n")}
-            if not isinstance(row, dict):
-                row = {"value": row}
+    with open(dest, "a", encoding="utf-8") as out:
+        for row in read_rows(src):
             out.write(json.dumps({"shard": index, **row}, sort_keys=True) + "\n")
 
 

@@ -26,6 +26,7 @@ from lab.campaign.shard import UNIT_NAME as CAMPAIGN_UNIT
 from lab.errors import ArchiveError, LabError, SchemaError
 from lab.evidence.verify import VerificationError, verify_archive
 from lab.host.digest import sha256_file
+from lab.host.identity import image_digests
 from lab.model import RunResult
 from lab.run.shard import ShardSpec, Unit, work_units
 from lab.schemas import validate_results
@@ -195,7 +196,10 @@ def check_shards(shards: list[ShardArchive]) -> list[ShardArchive]:
     _same(
         shards,
         "image digest",
-        lambda s: (s.run.environment.get("image") or {}).get("digest"),
+        # the content digest (the layers), else (a record without one) the local image ID
+        lambda s: next(
+            (d for d in image_digests(s.run.environment.get("image")) if d is not None), None
+        ),
         "run every shard in the same lab image.",
     )
     _same(

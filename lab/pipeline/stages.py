@@ -350,6 +350,7 @@ def seal(
 
     env = result.environment
     image = env.get("image") or {}
+    content_digest, image_id = identity.image_digests(image)
     inputs = ProvenanceInputs(
         run_id=result.run_id,
         started_on=result.started_at,
@@ -357,7 +358,8 @@ def seal(
         scenarios=list(result.options.get("scenarios", [])) if scenarios is None else scenarios,
         options=result.options,
         image_name=image.get("name"),
-        image_digest=image.get("digest"),
+        image_digest=content_digest,
+        image_id=image_id,
         git_repository=identity.git_repository(),
         builder_id=identity.builder_id() or LOCAL_BUILDER_ID,
         git_commit=env.get("git_commit"),

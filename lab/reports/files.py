@@ -2,7 +2,7 @@
 and the two report files that cannot list their own digest.
 
     files_table([ArchivedFile.of_bytes("results.json", data)])   # Table: path | size | SHA-256
-    files_table(files, grouped=True)   # one row per <scenario>/r<rep>/ directory (the PDF)
+    files_table(files, grouped=True)   # one row per directory (<scenario>/r<rep>/, scenarios/)
 """
 
 from __future__ import annotations
@@ -12,12 +12,14 @@ import re
 from lab.reports import REPORT_FILES, ArchivedFile
 from lab.reports.table import Table, fmt
 
-#: a repetition's evidence directory: "<scenario>/r<rep>/..."
-_UNIT_DIR = re.compile(r"^(?P<dir>[^/]+/r\d+)/")
+#: a repetition's evidence directory ("<scenario>/r<rep>/..."), else any top-level one
+#: ("scenarios/", "sessions/")
+_UNIT_DIR = re.compile(r"^(?P<dir>[^/]+/r\d+|[^/]+)/")
 
 
 def _grouped(files: list[ArchivedFile]) -> list[list[str]]:
-    """Top-level files one per row; each repetition directory as one row (count, bytes)."""
+    """Top-level files one per row; each directory (a repetition's evidence, the scenario
+    files, the shared tracer sessions) as one row (count, bytes)."""
     rows: list[list[str]] = []
     groups: dict[str, list[ArchivedFile]] = {}
     for f in sorted(files, key=lambda f: f.path):
@@ -31,7 +33,7 @@ def _grouped(files: list[ArchivedFile]) -> list[list[str]]:
     for directory, members in groups.items():
         rows.append(
             [
-                f"{directory}/ ({len(members)} files)",
+                f"{directory}/ ({len(members)} file{'' if len(members) == 1 else 's'})",
                 fmt(sum(f.size for f in members)),
                 "each file's SHA-256: report.md and SHA256SUMS",
             ]

@@ -19,11 +19,13 @@ evaluation sections by :mod:`lab.reports.outline_parts`.
 
 from __future__ import annotations
 
-from lab.model import CLAUSE_TITLES, CLAUSES, RunResult, ScenarioResult
+from lab.model import CLAUSE_TITLES, CLAUSES, RunResult
 from lab.reports import ArchivedFile, charts
 from lab.reports.files import files_table
 from lab.reports.outline_scenario import (
     campaign_sections,
+    cpu_chart,
+    cpu_matters,
     evaluation_sections,
     scenario_sections,
 )
@@ -73,9 +75,9 @@ __all__ = ["ALL", "Section", "View", "run_outline"]
 def run_outline(run: RunResult, files: list[ArchivedFile] | None) -> list[Section]:
     """Every section of a run's report, in reading order: the verdict first."""
     out = [verdict_section(run), contract_section(), observers_section(run)]
-    out.append(figures_section(run))
     out += repetitions_sections(run)
     out += shards_sections(run)
+    out.append(figures_section(run))
     if run.evaluation is not None:
         out += evaluation_sections(run.evaluation)
     if run.campaign is not None:
@@ -83,18 +85,7 @@ def run_outline(run: RunResult, files: list[ArchivedFile] | None) -> list[Sectio
     for scenario in run.scenarios:
         out += scenario_sections(run, scenario, files)
     out.append(limits_section())
-    out.append(
-        Section(
-            "Identity of the run",
-            0,
-            [
-                TableBlock(
-                    Table(["item", "value"], [list(r) for r in identity_rows(run)]), widths(165)
-                )
-            ],
-            keep=200,
-        )
-    )
+    out.append(identity_section(run))
     files_blocks: list[Block] = [
         TableBlock(files_table(files), code_columns=frozenset({2}), views=RECORDS),
         TableBlock(
@@ -105,6 +96,36 @@ def run_outline(run: RunResult, files: list[ArchivedFile] | None) -> list[Sectio
     ]
     out.append(Section("Archived files", 0, files_blocks, keep=120))
     return out
+
+
+#: identity rows the PDF leaves to report.md and report.html: the sandbox's settings and the
+#: time base's offsets (each a row per field), and the observers' rows page 2 already holds
+_RECORDS_ONLY_IDENTITY = (
+    "sandbox",
+    "time base",
+    "collectors used",
+    "collectors unavailable",
+    "passes at once",
+    "bpftrace sessions",
+)
+
+
+def identity_section(run: RunResult) -> Section:
+    rows = [list(r) for r in identity_rows(run)]
+    short = [r for r in rows if not r[0].startswith(_RECORDS_ONLY_IDENTITY)]
+    blocks: list[Block] = [TableBlock(Table(["item", "value"], rows), views=RECORDS)]
+    blocks.append(TableBlock(Table(["item", "value"], short), widths(165), views=PDF))
+    if len(short) < len(rows):
+        blocks.append(
+            Text(
+                "The sandbox's settings and the time base's offsets (and their uncertainty) "
+                "are in this section of report.md and report.html; the observers' rows are "
+                "in 'Observers' above.",
+                "note",
+                views=PDF,
+            )
+        )
+    return Section("Identity of the run", 0, blocks, keep=120)
 
 
 def verdict_section(run: RunResult) -> Section:
@@ -173,8 +194,11 @@ def figures_section(run: RunResult) -> Section:
             Text("Logical source bytes read: not observed (strace observed no invocation).")
         )
     overhead = charts.overhead_charts(run)
-    found = [source, charts.connections_chart(run), charts.payload_chart(run), *overhead]
+    found = [source, charts.connections_chart(run), charts.payload_chart(run), *overhead[:1]]
     blocks += [Chart(c) for c in found if c is not None]
+    # the PDF draws the wall-time overhead; the CPU-time one (a diagnostic of the
+    # instrument, not of the client) is drawn in report.md and report.html
+    blocks += [Chart(c, views=RECORDS) for c in overhead[1:]]
     if not overhead:
         blocks.append(
             Text(
@@ -182,50 +206,34 @@ def figures_section(run: RunResult) -> Section:
                 "traced pass)."
             )
         )
-    client = run.environment.get("client")
-    cpu = [
-        (s, chart)
-        for s in charts.first_repetitions(run)
-        if (
-            chart := charts.perf_symbols_chart(
-                s, s.name, client=client if isinstance(client, str) and client else None
-            )
-        )
-        is not None
-    ]
-    if not cpu:
-        blocks.append(Text("CPU samples by symbol: not observed (perf observed no invocation)."))
-    else:
-        # one caption for every CPU chart; report.md and report.html keep the per-scenario
-        # symbol tables in each scenario's section instead. The PDF's page budget holds the
-        # CPU_CHARTS scenarios that spent the most CPU time (the most telling: a client
-        # that spins or re-hashes), and says which it left out
-        shown = sorted(cpu, key=lambda pair: -_cpu_time(pair[0]))[:CPU_CHARTS]
-        blocks.append(Text(cpu[0][1].caption, "note", views=PDF))
-        blocks += [Chart(c, caption=False, views=PDF) for s, c in cpu if (s, c) in shown]
-        left = [s.name for s, _c in cpu if all(s is not t for t, _ in shown)]
-        if left:
-            blocks.append(
-                Text(
-                    f"CPU samples of {', '.join(left)}: in report.md and report.html, each "
-                    "scenario's section (this report draws the scenarios that spent the most "
-                    "CPU time).",
-                    "note",
-                    views=PDF,
-                )
-            )
+    blocks += cpu_blocks(run)
     return Section("Figures", 0, blocks)
 
 
-#: CPU charts the PDF draws (of the scenarios that spent the most CPU time)
-CPU_CHARTS = 2
-
-
-def _cpu_time(s: ScenarioResult) -> float:
-    primary = s.primary
-    if primary is None:
-        return 0.0
-    return sum(inv.claim.cpu_s or 0.0 for inv in primary.invocations)
+def cpu_blocks(run: RunResult) -> list[Block]:
+    """The figures' word on CPU samples: the PDF draws each chart in the section of a
+    scenario whose expectations concern CPU (:func:`cpu_matters`); report.md and report.html
+    keep every scenario's symbol table in its section."""
+    cpu = [s for s in charts.first_repetitions(run) if cpu_chart(run, s) is not None]
+    if not cpu:
+        return [Text("CPU samples by symbol: not observed (perf observed no invocation).")]
+    drawn = [s.name for s in cpu if cpu_matters(s)]
+    where = (
+        f"The PDF draws them for {', '.join(drawn)}, whose expectations concern CPU, in "
+        "those scenarios' sections"
+        if drawn
+        else "No scenario's expectations concern CPU, so the PDF draws none"
+    )
+    chart = cpu_chart(run, cpu[0])
+    caption = "" if chart is None else f" {chart.caption}"
+    return [
+        Text(
+            f"CPU samples by symbol (perf): {where}; every scenario's symbol table is in "
+            f"report.md and report.html.{caption}",
+            "note",
+            views=PDF,
+        )
+    ]
 
 
 def repetitions_sections(run: RunResult) -> list[Section]:
@@ -261,4 +269,4 @@ def limits_section() -> Section:
         TableBlock(Table(["observer", "limit"], rows), widths(60)),
         Bullets(tuple(GENERAL_LIMITS)),
     ]
-    return Section("What this evidence cannot show", 0, blocks, keep=200)
+    return Section("What this evidence cannot show", 0, blocks, keep=120)

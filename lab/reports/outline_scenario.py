@@ -6,10 +6,10 @@
 
 from __future__ import annotations
 
-from lab.model import RunResult, ScenarioResult
+from lab.model import CLAUSES, RunResult, ScenarioResult, Verdict
 from lab.model.campaign import CampaignRecord
 from lab.model.evaluation import Evaluation
-from lab.reports import ArchivedFile
+from lab.reports import ArchivedFile, charts
 from lab.reports.campaign import (
     CAMPAIGN_EXIT_STATEMENT,
     campaign_headline,
@@ -36,23 +36,26 @@ from lab.reports.observers import (
 )
 from lab.reports.run import calibration_statement, scenario_label
 from lab.reports.scenario import (
+    agreement_word,
     client_table,
     decoy_table,
     findings_table,
     overhead_table,
     pass_table,
     receiver_table,
-    records_elsewhere,
     records_note,
     verdict_table,
     verifier_table,
 )
-from lab.reports.table import Table, fmt_seconds, sentence
+from lab.reports.table import NOT_RECORDED, Table, fmt, fmt_seconds, sentence
 from lab.reports.view import (
+    HTML,
     PDF,
+    PDF_POINTS,
     RECORDS,
     Block,
     Bullets,
+    Chart,
     RawFiles,
     Section,
     Swimlanes,
@@ -72,6 +75,9 @@ def scenario_anchor(run: RunResult, s: ScenarioResult) -> str:
 def scenario_sections(
     run: RunResult, s: ScenarioResult, files: list[ArchivedFile] | None
 ) -> list[Section]:
+    """A scenario's sections: in the PDF one compact section (the verdict rows, the reasons
+    of the clauses that matter, the CPU chart where the scenario's expectations concern CPU,
+    the swimlane); in report.md and report.html every table besides."""
     label = scenario_label(s, run)
     head: list[Block] = [
         Text(s.description),
@@ -82,50 +88,115 @@ def scenario_sections(
     ]
     if s.error:
         head.append(Text(sentence(f"The scenario did not complete: {s.error}"), "box"))
-    verdicts = verdict_table(s)
-    # the PDF names each clause's requirement once, in its contract section
-    short = Table(
-        [h for i, h in enumerate(verdicts.header) if i != 1],
-        [[c for i, c in enumerate(row) if i != 1] for row in verdicts.rows],
-        verdicts.notes,
-    )
+    head += digest_blocks(run, s, label)
     out = [
         Section(f"Scenario {label}", 0, head, anchor=scenario_anchor(run, s), keep=160),
-        Section(
-            "Verdicts",
-            1,
-            [
-                TableBlock(verdicts, views=RECORDS),
-                TableBlock(short, widths(30, 56, 56, 52, 70), views=PDF),
-            ],
-        ),
+        Section("Verdicts", 1, [TableBlock(verdict_table(s))], views=RECORDS),
         Section("What the client claimed", 1, client_blocks(s), views=RECORDS),
-        Section("What the observers saw", 1, observer_blocks(s)),
+        Section("What the observers saw", 1, observer_blocks(s), views=RECORDS),
     ]
-    # the PDF's reader finds the passes in its tracing-overhead figures; every pass's row
-    # is in report.md and report.html
-    passes: list[Block] = [TableBlock(pass_table(s), views=RECORDS)]
+    passes: list[Block] = [TableBlock(pass_table(s))]
     overhead = overhead_table(s)
     if overhead is not None:
-        passes.append(TableBlock(overhead, views=RECORDS))
-    out.append(Section("Passes", 1, passes))
-    findings: list[Block] = [
-        TableBlock(findings_table(s), views=RECORDS),
-        TableBlock(
-            _not_met(findings_table(s, observed_only=True)),
-            widths(46, 40, 96, 70, 70, 42),
-            views=PDF,
-        ),
-        Text(records_elsewhere(s, label), "note", views=PDF),
-    ]
-    out.append(Section("Calibration findings", 1, findings))
-    lanes = Swimlanes(s.name, s.repetition)
-    out.append(Section("Timeline", 1, [lanes], views=lanes.views))
+        passes.append(TableBlock(overhead))
+    out.append(Section("Passes", 1, passes, views=RECORDS))
+    out.append(Section("Calibration findings", 1, [TableBlock(findings_table(s))], views=RECORDS))
+    out.append(Section("Timeline", 1, [Swimlanes(s.name, s.repetition)], views=HTML))
     prefix = f"{s.name}/r{s.repetition}/"
     raw = tuple(sorted(f.path for f in files or [] if f.path.startswith(prefix)))
     if raw:
-        out.append(Section("Raw evidence", 1, [RawFiles(raw)], views=frozenset(("html",))))
+        out.append(Section("Raw evidence", 1, [RawFiles(raw)], views=HTML))
     return out
+
+
+#: clauses a correct client in an unfaulted scenario never exercises: their passes are what
+#: the scenario is about (recovery needs an injected interruption, integrity a corrupt upload)
+FAULT_CLAUSES = ("C4", "C5")
+
+
+def telling_clauses(s: ScenarioResult) -> list[str]:
+    """The clauses whose reasons the PDF prints: every verdict that is not a pass agreeing
+    with its expectation (a fail, a not-observed, a disagreement), and the passes of the
+    clauses only a fault exercises. Not-exercised clauses are named in the verdict rows."""
+    out = []
+    for clause in CLAUSES:
+        v = s.verdicts.get(clause)
+        if v is None or (v.observed == "not-exercised" and v.agrees is not False):
+            continue
+        plain = v.observed == "pass" and v.agrees is not False
+        if not plain or clause in FAULT_CLAUSES:
+            out.append(clause)
+    return out
+
+
+def verdict_rows(s: ScenarioResult) -> Table:
+    """The scenario's verdicts as three rows under the clauses: observed, against the
+    expectation, from which evidence."""
+    verdicts = [s.verdicts.get(c) for c in CLAUSES]
+    return Table(
+        ["", *CLAUSES],
+        [
+            ["observed", *(NOT_RECORDED if v is None else v.observed for v in verdicts)],
+            ["expected", *("-" if v is None else _expectation(v) for v in verdicts)],
+            ["evidence", *("-" if v is None else fmt(v.evidence) for v in verdicts)],
+        ],
+    )
+
+
+def _expectation(v: Verdict) -> str:
+    if v.expected is None:
+        return "no expectation"
+    return "as expected" if v.agrees else f"{agreement_word(v)}: {v.expected}"
+
+
+def digest_blocks(run: RunResult, s: ScenarioResult, label: str) -> list[Block]:
+    """The PDF's scenario section after its heading and description."""
+    clause_w = [(PDF_POINTS - 46) / len(CLAUSES)] * (len(CLAUSES) - 1)
+    blocks: list[Block] = [TableBlock(verdict_rows(s), widths(46, *clause_w), views=PDF)]
+    telling = telling_clauses(s)
+    exercised = [c for c in CLAUSES if c not in telling and _exercised(s, c)]
+    if telling:
+        rows = [[c, s.verdicts[c].observed, s.verdicts[c].reason] for c in telling]
+        table = Table(["clause", "observed", "why"], rows)
+        blocks.append(TableBlock(table, widths(30, 52), views=PDF))
+    missed = _not_met(findings_table(s, observed_only=True))
+    if missed.rows:
+        blocks.append(TableBlock(missed, widths(46, 40, 96, 70, 70, 42), views=PDF))
+    passed = f"{', '.join(exercised)} passed as expected; " if exercised else ""
+    blocks.append(
+        Text(
+            f"{passed}every reason, record and finding: report.md and report.html, section "
+            f"'Scenario {label}'; raw output: {s.name}/r{s.repetition}/.",
+            "note",
+            views=PDF,
+        )
+    )
+    chart = cpu_chart(run, s) if cpu_matters(s) else None
+    if chart is not None:
+        blocks.append(Chart(chart, caption=False, views=PDF))
+    lanes = Swimlanes(s.name, s.repetition, views=PDF)
+    return [*blocks, lanes]
+
+
+def _exercised(s: ScenarioResult, clause: str) -> bool:
+    v = s.verdicts.get(clause)
+    return v is not None and v.observed == "pass"
+
+
+def cpu_matters(s: ScenarioResult) -> bool:
+    """A scenario's CPU samples matter when its expectations name perf's findings (a client
+    that spins or re-hashes)."""
+    return any(f.observer == "perf" for f in s.findings)
+
+
+#: symbol rows of a CPU chart in the PDF (every row is in report.md and report.html)
+CPU_CHART_ROWS = 6
+
+
+def cpu_chart(run: RunResult, s: ScenarioResult) -> charts.BarChart | None:
+    client = run.environment.get("client")
+    named = client if isinstance(client, str) and client else None
+    return charts.perf_symbols_chart(s, s.name, client=named, limit=CPU_CHART_ROWS)
 
 
 def client_blocks(s: ScenarioResult) -> list[Block]:

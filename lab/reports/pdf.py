@@ -126,7 +126,7 @@ def _story(
             continue
         if section.keep:
             story.append(CondPageBreak(section.keep))
-        title = heading(section.title, section.level)
+        title = heading(section.title, section.level, keep_with_next=not section.keep)
         groups = [_block(block, lanes) for block in blocks]
         if groups and isinstance(blocks[0], Chart):
             # the heading travels with the first figure: never alone at the foot of a page

@@ -129,8 +129,14 @@ def para(value: str, style: str = "cell") -> Paragraph:
     return Paragraph(pdf_text(value), STYLES[style])
 
 
-def heading(value: str, level: int) -> Paragraph:
-    para = Paragraph(pdf_text(value, 200), STYLES["h1" if level == 0 else "h2"])
+def heading(value: str, level: int, *, keep_with_next: bool = True) -> Paragraph:
+    """A section's heading; ``keep_with_next=False`` where the caller already made room
+    for it (a conditional page break), so that a long table after it may start on the same
+    page instead of moving whole to the next one."""
+    style = STYLES["h1" if level == 0 else "h2"]
+    if not keep_with_next:
+        style = ParagraphStyle(f"{style.name}-free", parent=style, keepWithNext=0)
+    para = Paragraph(pdf_text(value, 200), style)
     para._outline_level = level
     return para
 

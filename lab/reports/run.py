@@ -87,8 +87,10 @@ GENERAL_LIMITS: tuple[str, ...] = (
     "with the realtime offset used and its uncertainty): client lines as the lab read them "
     "(only as early as the client flushed them), runner, receiver, decoy and verifier events, "
     "and the kernel's and the wire's own events from strace and the capture (microseconds), "
-    "bpftrace (nanoseconds) and perf's sample window. A merged run's timeline keeps each "
-    "shard's rows on that shard's own clock.",
+    "bpftrace (nanoseconds) and perf's sample window. A merged run's timeline is on "
+    "CLOCK_REALTIME, each shard's rows converted with that shard's own measured offset; the "
+    "offset between the shards' machines' clocks is not measured, so rows of different "
+    "shards are ordered only as well as those clocks agree.",
     "The seeded behaviors check the instrument. They do not measure how often an agent "
     "introduces such defects.",
     "The fixture omits TLS, compression, multi-file snapshots and source changes during transfer.",

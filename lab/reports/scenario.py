@@ -70,16 +70,6 @@ def records_note(scenario: ScenarioResult) -> str:
     )
 
 
-def records_elsewhere(scenario: ScenarioResult, label: str) -> str:
-    """Where the PDF's reader finds what its scenario section leaves out."""
-    return (
-        f"Each invocation's records (the client's claim, the receiver, decoy and verifier "
-        f"records, every observer's summary, bpftrace's final maps, perf's symbols, packet "
-        f"flows) are in report.md, section 'Scenario {label}'; the raw observer output is in "
-        f"{scenario.name}/r{scenario.repetition}/ of the archive."
-    )
-
-
 def completion_text(completion: Mapping[str, Any] | None) -> str:
     """The completion event as words ("status ok"; "status failed, reason: ..."), never as
     JSON; the event verbatim is in results.json."""

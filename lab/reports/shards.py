@@ -58,9 +58,13 @@ def shards_table(run: RunResult) -> Table:
         "read; every verdict is the one its shard gave, and the aggregates count all "
         "repetitions. Each archive is a resolved dependency of this run's provenance, with "
         "its SHA-256.",
-        "Each shard ran on its own machine with its own clock: timings compare within a shard; "
-        "timeline.jsonl and commands.jsonl hold every shard's rows, tagged with the shard, and "
-        "shards/<I>/ keeps each shard's own signed records.",
+        "Each shard ran on its own machine with its own clock: timings compare within a shard. "
+        "timeline.jsonl holds every shard's rows on CLOCK_REALTIME, each converted with the "
+        "realtime offset its own shard measured (its uncertainty in the first row); the "
+        "offset between the machines' clocks was not measured, so the order of rows from "
+        "different shards is only as good as their clock synchronisation. commands.jsonl "
+        "holds every shard's rows, tagged with the shard, and shards/<I>/ keeps each shard's "
+        "own signed records.",
     ]
     if run.evaluation is not None:
         notes.append(_evaluation_note(run.shards))

@@ -20,6 +20,7 @@ View = Literal["md", "pdf", "html"]
 ALL: frozenset[View] = frozenset(("md", "pdf", "html"))
 RECORDS: frozenset[View] = frozenset(("md", "html"))
 PDF: frozenset[View] = frozenset(("pdf",))
+HTML: frozenset[View] = frozenset(("html",))
 #: the PDF's text width in points (A4 less two 16 mm margins): column widths are fractions
 PDF_POINTS = 595.2756 - 2 * 16 * 72 / 25.4
 

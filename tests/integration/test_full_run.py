@@ -126,3 +126,53 @@ def test_archive_verifies_with_our_tool_and_standard_tools(
     tampered = tmp_path / "tampered.tar.gz"
     tampered.write_bytes(bytes(blob))
     assert not inspect_archive(tampered).ok
+
+
+#: the default run's PDF (``invoke lab.run``: every scenario, every collector, packets
+#: required, one repetition, the run this module makes) is read in ten minutes: at most
+#: this many pages, page 1 the verdict
+PDF_PAGE_BUDGET = 12
+
+
+def _poppler(name: str) -> str:
+    path = shutil.which(name)
+    require("pdftoppm", path is not None, f"{name} not installed (Debian package poppler-utils)")
+    assert path is not None
+    return path
+
+
+def _pdf_pages(pdf: Path) -> list[str]:
+    info = subprocess.run(
+        [_poppler("pdfinfo"), str(pdf)], capture_output=True, text=True, check=True
+    ).stdout
+    count = int(next(line.split()[1] for line in info.splitlines() if line.startswith("Pages:")))
+    return [
+        subprocess.run(
+            [_poppler("pdftotext"), "-f", str(p), "-l", str(p), str(pdf), "-"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for p in range(1, count + 1)
+    ]
+
+
+def test_the_default_runs_pdf_is_a_ten_minute_read(outcome: RunOutcome) -> None:
+    pages = _pdf_pages(outcome.run_dir / "report.pdf")
+    assert len(pages) <= PDF_PAGE_BUDGET, f"{len(pages)} pages"
+    first = " ".join(pages[0].split())
+    assert "Verdict" in first and "Calibration score: 170 of 170" in first
+    assert all(s.name in first for s in outcome.result.scenarios)
+    assert "Scenario baseline" not in first  # page 1 is the verdict alone
+    text = " ".join(" ".join(p.split()) for p in pages)
+    for s in outcome.result.scenarios:
+        assert f"Scenario {s.name}" in text
+    # the clauses that matter keep their reasons: the decoy's address in egress's C3, the
+    # interruption in interrupted-transfer's C4
+    egress = next(s for s in outcome.result.scenarios if s.name == "unexpected-egress")
+    assert egress.verdicts["C3"].reason.split(";")[0][:60] in text
+    assert egress.primary is not None and egress.primary.decoy_address in text
+    # the CPU charts drawn are those of the scenarios whose expectations concern CPU
+    assert "CPU samples by symbol: busy-spin" in text
+    assert "CPU samples by symbol: hash-storm" in text
+    assert "CPU samples by symbol: baseline" not in text

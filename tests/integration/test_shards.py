@@ -113,3 +113,27 @@ def test_three_shards_merge_into_the_unsharded_run(
     report = (run_dir / "report.md").read_text()
     assert "## Shards" in report and "## Repetitions" in report
     assert f"reliability {REPETITIONS}/{REPETITIONS}" in report
+
+    # one time base: every shard's rows converted to CLOCK_REALTIME with its own offsets
+    # (these three ran on one machine, so the merged order is also the true order)
+    rows = [json.loads(r) for r in (run_dir / "timeline.jsonl").read_text().splitlines()]
+    header, body = rows[0], rows[1:]
+    assert header["event"] == "time-base" and header["time_base"] == "CLOCK_REALTIME"
+    assert [b["shard"] for b in header["shards"]] == [1, 2, 3]
+    assert all(b["converted"] and b["uncertainty_ns"] >= 0 for b in header["shards"])
+    assert header["across_shards_uncertainty_ns"] is None and "unconverted_rows" not in header
+    assert [r["t_ns"] for r in body] == sorted(r["t_ns"] for r in body)
+    assert {r["shard"] for r in body} == {1, 2, 3}
+    for index in (1, 2, 3):
+        own = [
+            json.loads(line)
+            for line in (run_dir / "shards" / str(index) / "timeline.jsonl")
+            .read_text()
+            .splitlines()[1:]
+        ]
+        mine = [r for r in body if r["shard"] == index]
+        assert len(mine) == len(own)
+        # the shard's own order is kept, and each row converts back to its own time
+        assert sorted(r["shard_t_ns"] for r in mine) == [r["shard_t_ns"] for r in mine]
+        assert all(r["t_ns"] == r["shard_t_ns"] + r["shard_offset_ns"] for r in mine)
+    assert merged["environment"]["time_base"]["time_base"] == "CLOCK_REALTIME"

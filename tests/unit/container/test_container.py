@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from lab.container import base as debootstrap
-from lab.container import engine
+from lab.container import engine, locks
 from lab.container import image as images
 from lab.container import run as container
 from lab.errors import ContainerError
@@ -290,21 +290,20 @@ def test_base_as_dict_drops_unknowns() -> None:
     assert base.as_dict() == {
         "reference": "lab-base:bookworm-20250101",
         "path": "debootstrap",
-        "pinned": debootstrap.DEFAULT_BASE_IMAGE,
-        "tarball_sha256": "ab" * 32,
-        "mirror": "http://mirror.example/debian",
+        "snapshot": {"tarball_sha256": "ab" * 32, "mirror": "http://mirror.example/debian"},
+        "stands_in_for": debootstrap.DEFAULT_BASE_IMAGE,
     }
 
 
 def test_lock_argv_mounts_the_host_ca_only_when_named(tmp_path: Path) -> None:
     bundle = tmp_path / "ca.crt"
     bundle.write_text("cert")
-    assert debootstrap.host_ca_bundle({"PIP_CERT": str(bundle)}) == bundle.resolve()
-    assert debootstrap.host_ca_bundle({"PIP_CERT": str(tmp_path / "missing")}) is None
-    argv = debootstrap.lock_argv("base", tmp_path, tmp_path / "out", bundle)
+    assert locks.host_ca_bundle({"PIP_CERT": str(bundle)}) == bundle.resolve()
+    assert locks.host_ca_bundle({"PIP_CERT": str(tmp_path / "missing")}) is None
+    argv = locks.lock_argv("base", tmp_path, tmp_path / "out", bundle)
     assert "PIP_CERT=/etc/lab-host-ca.crt" in argv
     assert argv[-3:] == ["base", "sh", "/src/docker/lock.sh"]
-    assert "PIP_CERT=/etc/lab-host-ca.crt" not in debootstrap.lock_argv(
+    assert "PIP_CERT=/etc/lab-host-ca.crt" not in locks.lock_argv(
         "base", tmp_path, tmp_path / "out", None
     )
 

@@ -15,6 +15,7 @@ import pytest
 from lab.errors import ToolMissingError
 from lab.model import RunResult
 from lab.reports import ArchivedFile, fonts
+from lab.reports.outline_scenario import telling_clauses
 from lab.reports.pdf import render_pdf
 from lab.reports.run import identity_rows
 from tests.conftest import require
@@ -35,7 +36,9 @@ def test_same_input_gives_identical_bytes(sample_run: RunResult, tmp_path: Path)
 
 def test_different_runs_differ(sample_run: RunResult, tmp_path: Path) -> None:
     render_pdf(sample_run, tmp_path / "a.pdf", files=FILES)
-    sample_run.scenarios[0].verdicts["C1"].reason = "changed"
+    # a reason the PDF prints: a clause that matters (telling_clauses)
+    scenario = next(s for s in sample_run.scenarios if telling_clauses(s))
+    scenario.verdicts[telling_clauses(scenario)[0]].reason = "changed"
     render_pdf(sample_run, tmp_path / "b.pdf", files=FILES)
     assert (tmp_path / "a.pdf").read_bytes() != (tmp_path / "b.pdf").read_bytes()
 
@@ -136,8 +139,9 @@ def test_every_page_renders_and_none_is_blank(sample_run: RunResult, tmp_path: P
     assert len(files) > 150
     render_pdf(sample_run, pdf, files=files)
     pages = _pages(pdf)
-    # a standard 8-scenario run with every observer reads in ten minutes (issue 15)
-    assert len(sample_run.scenarios) + 2 <= pages <= 20
+    # a standard 8-scenario run with every observer reads in ten minutes (issues 15, 24;
+    # tests/integration/test_full_run.py counts the pages of a real default run)
+    assert 4 <= pages <= 12
     subprocess.run(
         [_tool("pdftoppm"), "-gray", "-png", "-r", "30", str(pdf), str(tmp_path / "page")],
         check=True,
@@ -242,7 +246,8 @@ def test_pdf_holds_the_key_content(sample_run: RunResult, tmp_path: Path) -> Non
     cal = sample_run.calibration
     assert f"{cal.met} of {cal.total} expectations met" in words
     assert "The runner's exit status is not a statement that every backup was correct" in words
-    assert "report.md, section 'Scenario hash-storm'" in words  # the raw tables' home
+    # the raw tables' home
+    assert "report.md and report.html, section 'Scenario hash-storm'" in words
     assert "Logical source bytes read per invocation (strace)" in words
     assert "CPU samples by symbol: busy-spin" in words
     assert "libcrypto.so.3, no symbols" in words

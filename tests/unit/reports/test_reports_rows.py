@@ -133,7 +133,7 @@ def test_the_pdf_files_table_folds_each_repetition_directory() -> None:
     assert len(full.rows) == 4 + 3  # every file, then the three reports
     grouped = files_table(files, grouped=True)
     paths = [row[0] for row in grouped.rows]
-    assert paths[:3] == ["baseline/r1/ (2 files)", "results.json", "scenarios/baseline.yaml"]
+    assert paths[:3] == ["baseline/r1/ (2 files)", "results.json", "scenarios/ (1 file)"]
     assert grouped.rows[0][1] == "8"
 
 
