@@ -254,6 +254,7 @@ def cmd_campaign(args: argparse.Namespace, console: Console) -> int:
         json=args.json,
         shard=args.shard,
         run_id=args.run_id,
+        recalibrate=args.recalibrate,
     )
     # with --json, stdout holds the one JSON document and everything else goes to stderr
     human = Console(stderr=True, highlight=False, width=console.width) if args.json else console

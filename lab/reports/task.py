@@ -29,6 +29,17 @@ def calibration_lines(calibration: dict[str, Any] | None) -> list[str]:
     out = [
         f"Calibration of the contract: {calibration['met']}/{calibration['total']} seeds "
         "broke exactly the clauses expected.",
+    ]
+    reused = calibration.get("reused_from")
+    if reused:
+        out.append(
+            f"Reused, not judged in this run: kept in {reused['archive']} (sha256 "
+            f"{reused['archive_sha256']}, run {reused['run_id']}, {reused['verified']}, "
+            f"{reused['authenticity']}) under the same key {calibration['key']}."
+        )
+    elif calibration.get("key"):
+        out.append(f"Judged in this run (calibration/); its key: {calibration['key']}.")
+    out += [
         "",
         "| seed | must break | broke | met |",
         "| --- | --- | --- | --- |",

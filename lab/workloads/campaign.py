@@ -38,10 +38,11 @@ from lab.model.campaign import (
 from lab.reports.task import campaign_task_lines
 from lab.run.options import check_count
 from lab.sandbox import boxfs, cell_dirs
+from lab.workloads.calcache import evaluation_id
 from lab.workloads.calibrate import Calibration
-from lab.workloads.evaluate import TaskRun, check_task, open_task_run
+from lab.workloads.evaluate import TaskRun, check_task, keep_calibration, open_task_run
 from lab.workloads.evidence import write_task_run
-from lab.workloads.judge import judge, manifest, manifest_digest, prepare
+from lab.workloads.judge import judge, prepare
 from lab.workloads.task import FixtureTask, load_fixture_task
 
 #: where each of the article's nine evidence items lives in a fixture-task campaign
@@ -108,7 +109,9 @@ def execute(
         )
     run = open_task_run(task, request.out, request.run_id, "campaign", say)
     try:
-        baseline, check = check_task(run, calibrate_it=True, say=say)
+        baseline, check = check_task(
+            run, calibrate_it=True, say=say, recalibrate=request.recalibrate
+        )
         with tempfile.TemporaryDirectory(prefix="lab-agent-files-") as probe:
             _, files = agent_argv(request.agent_cmd, Path(probe), cwd=Path.cwd())
         record = CampaignRecord(
@@ -120,7 +123,7 @@ def execute(
             budget_s=budget,
             requested=repetitions,
             required=required,
-            evaluation_id=manifest_digest({"task.yaml": task.sha256, **manifest(task.fixture_dir)}),
+            evaluation_id=evaluation_id(task),
             evaluation_options={"repetitions": task.eval_repetitions},
             instrument_check={} if check is None else check.to_dict(),
             baseline={"must": "fail", "status": baseline["status"], "shown": True},
@@ -322,8 +325,8 @@ def _finish(
         }
     )
     doc = _document(record)
-    counts = {"met": 0, "total": 0} if check is None else {"met": check.met, "total": check.total}
-    return write_task_run(
+    counts = {"met": 0, "total": 0} if check is None else check.counts()
+    archive = write_task_run(
         result,
         run.run_dir,
         extra={"campaign": doc, "calibration": counts},
@@ -332,3 +335,5 @@ def _finish(
         started_epoch=run.started,
         say=say,
     )
+    keep_calibration(run, check, archive)
+    return archive
