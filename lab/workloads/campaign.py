@@ -35,7 +35,6 @@ from lab.model.campaign import (
     PatchRecord,
     RepetitionRecord,
 )
-from lab.reports.task import campaign_task_lines
 from lab.run.options import check_count
 from lab.sandbox import boxfs, cell_dirs
 from lab.workloads.calcache import evaluation_id
@@ -330,7 +329,6 @@ def _finish(
         result,
         run.run_dir,
         extra={"campaign": doc, "calibration": counts},
-        report=campaign_task_lines(doc),
         prepared=run.prepared,
         started_epoch=run.started,
         say=say,

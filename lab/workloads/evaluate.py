@@ -26,7 +26,6 @@ from lab.host.clock import epoch_to_rfc3339
 from lab.model import RunResult
 from lab.model.task import TaskEvaluation
 from lab.pipeline import Setup, make_result, new_run_id, open_run, setup
-from lab.reports.task import evaluation_lines
 from lab.run.shard import check_run_id
 from lab.workloads.calcache import calibration_key, find_reusable, remember
 from lab.workloads.calibrate import Calibration, Seed, calibrate, load_expected
@@ -222,12 +221,10 @@ def execute(request: TaskEvaluationRequest, *, say: Callable[[str], None]) -> Ta
         result = run.result({"mode": "evaluate-task", "repetitions": repetitions})
         document = judged.to_dict()
         document["baseline"] = baseline
-        lines = evaluation_lines(document)
         archive = write_task_run(
             result,
             run.run_dir,
             extra={"evaluation": document, "calibration": _calibration_counts(check)},
-            report=lines,
             prepared=run.prepared,
             started_epoch=run.started,
             say=say,
