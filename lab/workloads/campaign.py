@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lab.campaign import workspace
+from lab.campaign import in_image, workspace
 from lab.campaign.agent import agent_argv, run_agent
 from lab.campaign.conduct import CampaignOutcome
 from lab.campaign.outcome import after_judging, crashed
@@ -102,10 +102,8 @@ def execute(
     task = load_fixture_task(request.task_path)
     repetitions, required, budget = _settle(request, task)
     if not request.local and not identity.in_lab_image():
-        say(
-            "Fixture tasks run on this host (the lab image has no Go toolchain yet); "
-            "results.json records where (environment.in_container)."
-        )
+        status, document = in_image.delegate(request)  # the image holds Go (golang-go)
+        return CampaignOutcome(exit_status=status, document=document)
     run = open_task_run(task, request.out, request.run_id, "campaign", say)
     try:
         baseline, check = check_task(

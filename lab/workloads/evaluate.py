@@ -204,7 +204,7 @@ def execute(request: TaskEvaluationRequest, *, say: Callable[[str], None]) -> Ta
         raise TaskError(f"--{request.kind} {request.path}: no such file or directory.")
     if not request.local and not identity.in_lab_image():
         say(
-            "Fixture tasks run on this host (the lab image has no Go toolchain yet); "
+            "lab evaluate --task runs on this host (it is not handed to the lab image); "
             "results.json records where (environment.in_container)."
         )
     repetitions = request.repetitions or task.eval_repetitions
