@@ -89,6 +89,9 @@ def main() -> int:
     parser.add_argument("--after", default="HEAD", help="the git ref of 'after'")
     parser.add_argument("--json", type=Path, required=True)
     args = parser.parse_args()
+    after_commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", args.after], capture_output=True, text=True
+    ).stdout.strip()  # resolved now: HEAD may move while this runs
     with tempfile.TemporaryDirectory(prefix="lab-bench-eval-") as tmp:
         work = Path(tmp)
         tree = candidate(work / "candidate")
@@ -104,9 +107,7 @@ def main() -> int:
     summary = {
         "command": f"python -m lab evaluate --task {TASK} --tree <fixture+correct.patch> --local",
         "before": args.before,
-        "after": subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", args.after], capture_output=True, text=True
-        ).stdout.strip(),
+        "after": after_commit,
         "machine": f"{os.cpu_count()} CPUs, shared with other engineers' runs",
         "median_wall_s": {"before": median(befores, "wall_s"), "after": median(afters, "wall_s")},
         "median_user_s": {"before": median(befores, "user_s"), "after": median(afters, "user_s")},
