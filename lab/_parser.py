@@ -185,6 +185,12 @@ def _add_evaluate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--timeout", type=float, default=30.0, help="per-invocation limit, s (default 30)"
     )
     ev.add_argument("--skip-calibration", action="store_true", help=argparse.SUPPRESS)
+    ev.add_argument(
+        "--recalibrate",
+        action="store_true",
+        help="with --task: judge the task's seeded patches again even when a calibration "
+        "kept in an archive under --out matches every input",
+    )
     add_shard(ev, "condition × repetition")
     ev.add_argument(
         "--json",
@@ -344,6 +350,12 @@ def _add_campaign(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--timeout", type=float, default=None, help="per-invocation limit, s (default: the task's)"
     )
     cp.add_argument("--local", action="store_true", help="run on the host, not in the image")
+    cp.add_argument(
+        "--recalibrate",
+        action="store_true",
+        help="a fixture task's seeded patches judged again even when a calibration kept in "
+        "an archive under --out matches every input",
+    )
     add_shard(cp, "agent run (campaign repetition)")
     cp.add_argument(
         "--json",

@@ -1,6 +1,7 @@
-"""``lab campaign`` handed to the lab image: the task file and every file the agent command
-names mounted read-only at the same names inside, the environment the task forwards, the
-archive landing in the host's ``--out``."""
+"""``lab campaign`` handed to the lab image: the task file (a fixture task: its whole
+directory, fixture and seeds with it) and every file the agent command names mounted
+read-only at the same names inside, the environment the task forwards, the archive landing
+in the host's ``--out``."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from lab.campaign.agent import MOUNTED, names_file
 from lab.campaign.task import CampaignRequest
 from lab.container import run as container
 from lab.pipeline import REPO
+from lab.workloads.task import is_fixture_task
 
 
 def delegate(request: CampaignRequest) -> tuple[int, dict[str, Any] | None]:
@@ -20,7 +22,13 @@ def delegate(request: CampaignRequest) -> tuple[int, dict[str, Any] | None]:
     status, and with ``--json`` the document the lab in the image wrote."""
     mounts: list[tuple[Path, str]] = []
     task_host = request.task_path.resolve()
-    mounts.append((task_host, f"/lab/campaign-input/{task_host.name}"))
+    task_inside = f"/lab/campaign-input/{task_host.name}"
+    if is_fixture_task(task_host):  # its fixture/ and seeds/ lie beside it
+        folder = f"/lab/campaign-input/{task_host.parent.name}"
+        mounts.append((task_host.parent, folder))
+        task_inside = f"{folder}/{task_host.name}"
+    else:
+        mounts.append((task_host, task_inside))
     words = []
     for word in shlex.split(request.agent_cmd):
         path = names_file(word, Path.cwd())
@@ -30,7 +38,7 @@ def delegate(request: CampaignRequest) -> tuple[int, dict[str, Any] | None]:
             word = inside
         words.append(word)
     moved = CampaignRequest(**{**request.__dict__, "agent_cmd": shlex.join(words)})
-    argv = moved.argv(task=mounts[0][1], out=container.CONTAINER_ARTIFACTS)
+    argv = moved.argv(task=task_inside, out=container.CONTAINER_ARTIFACTS)
     status, document = container.delegate(
         REPO,
         argv,

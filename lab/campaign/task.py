@@ -140,6 +140,8 @@ class CampaignRequest:
     #: end a repetition after this many judged snapshots in a row with no new passing
     #: clause (``--stop-on-plateau K``; outcome ``plateaued``)
     stop_on_plateau: int | None = None
+    #: a fixture task's seeds judged again even when a kept calibration matches its key
+    recalibrate: bool = False
 
     def argv(self, *, task: str, out: str) -> list[str]:
         """The ``python -m lab`` arguments asking for this same campaign in the lab image."""
@@ -163,4 +165,6 @@ class CampaignRequest:
         ):
             if value is not None:
                 args += [flag, str(value)]
+        if self.recalibrate:
+            args.append("--recalibrate")
         return [*args, "--json"] if self.json else args

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
+from lab import intervals
 from lab.model.evaluation import ClauseCounts
 
 ClauseVerdict = Literal["pass", "fail", "not-observed", "not-exercised"]
@@ -170,6 +171,13 @@ class TaskEvaluation:
             row["status_reason"] = self.status_reason
         if self.clauses is not None:
             row["clauses"] = {c: n.to_dict() for c, n in self.clauses.items()}
+            # each clause's k of N as a 95 % interval (lab.intervals.METHOD), for the reports
+            row["intervals"] = {
+                c: list(intervals.interval(n.passed, n.total))
+                for c, n in self.clauses.items()
+                if n.total > 0
+            }
+            row["interval_method"] = intervals.METHOD
         if self.calibration is not None:
             row["calibration"] = dict(self.calibration)
         return row

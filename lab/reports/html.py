@@ -69,6 +69,7 @@ def render_html(
     *,
     files: list[ArchivedFile] | None,
     timeline: Iterable[Mapping[str, Any]] = (),
+    outline: list[Section] | None = None,
 ) -> str:
     title = f"Execution Evidence Lab report: {run_name(run.run_id)}"
     out = [
@@ -83,7 +84,7 @@ def render_html(
     ]
     lanes = swimlanes(timeline)
     open_section = False
-    for section in run_outline(run, files):
+    for section in run_outline(run, files) if outline is None else outline:
         blocks = [b for b in section.blocks if "html" in b.views]
         if "html" not in section.views or (not blocks and section.level > 0):
             continue

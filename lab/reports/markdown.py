@@ -23,6 +23,7 @@ from lab.reports.view import (
     Chart,
     Matrix,
     RawFiles,
+    Section,
     TableBlock,
     Text,
     Verbatim,
@@ -33,9 +34,11 @@ from lab.reports.view import (
 VERBATIM_LIMIT = 20_000
 
 
-def render_markdown(run: RunResult, *, files: list[ArchivedFile] | None) -> str:
+def render_markdown(
+    run: RunResult, *, files: list[ArchivedFile] | None, outline: list[Section] | None = None
+) -> str:
     out = [f"# Execution Evidence Lab report: {md_text(run_name(run.run_id))}", ""]
-    for section in run_outline(run, files):
+    for section in run_outline(run, files) if outline is None else outline:
         if "md" not in section.views:
             continue
         blocks = [b for b in section.blocks if "md" in b.views]

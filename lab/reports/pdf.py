@@ -70,6 +70,7 @@ from lab.reports.view import (
     Chart,
     Matrix,
     RawFiles,
+    Section,
     Swimlanes,
     TableBlock,
     Text,
@@ -83,9 +84,11 @@ def render_pdf(
     *,
     files: list[ArchivedFile] | None,
     timeline: Iterable[Mapping[str, Any]] = (),
+    outline: list[Section] | None = None,
 ) -> None:
     """Write the PDF report of ``run`` to ``out`` (the same bytes for the same input);
-    ``timeline``: timeline.jsonl's rows, for the swimlane charts."""
+    ``timeline``: timeline.jsonl's rows, for the swimlane charts; ``outline``: another
+    record's sections (a fixture task's, :mod:`lab.reports.task`) instead of the run's."""
     fonts.register()
     buffer = io.BytesIO()
     doc = Document(
@@ -104,21 +107,20 @@ def render_pdf(
         displayDocTitle=1,
         invariant=1,
     )
-    story = _story(run, files, swimlanes(timeline))
+    sections = run_outline(run, files) if outline is None else outline
+    story = _story(run, sections, swimlanes(timeline))
     draw_footer = footer(run_name(run.run_id))
     with document_date(epoch_of(run.finished_at)):
         doc.build(story, onFirstPage=draw_footer, onLaterPages=draw_footer)
     out.write_bytes(buffer.getvalue())
 
 
-def _story(
-    run: RunResult, files: list[ArchivedFile] | None, lanes: list[Swimlane]
-) -> list[Flowable]:
+def _story(run: RunResult, sections: list[Section], lanes: list[Swimlane]) -> list[Flowable]:
     story: list[Flowable] = [
         Paragraph("Execution Evidence Lab report", STYLES["title"]),
         para(f"{run.started_at} to {run.finished_at}: {run_name(run.run_id)}", "body"),
     ]
-    for number, section in enumerate(run_outline(run, files)):
+    for number, section in enumerate(sections):
         if "pdf" not in section.views:
             continue
         blocks = [b for b in section.blocks if "pdf" in b.views]

@@ -1,109 +1,249 @@
-"""``report.md`` of a fixture-task run (``lab evaluate --task``, ``lab campaign`` on a
-``campaigns/*/task.yaml``): draws the stored record, computes nothing.
+"""The report of a fixture-task run (``lab evaluate --task``, ``lab campaign`` on a
+``campaigns/*/task.yaml``) as an outline of sections, drawn by the Markdown, PDF and HTML
+presenters alike (``report.md``, ``report.pdf``, ``report.html``): it draws the stored
+record (``results.json``'s document), computes nothing.
 
-    lines = evaluation_lines(document["evaluation"])       # Markdown lines
-    lines = campaign_task_lines(document["campaign"])
+    sections = task_outline(document)      # document["evaluation"] or document["campaign"]
+    render_markdown(run, files=None, outline=sections)
+
+Shown: the status, every clause with its k of N and its 95 % interval, the required
+failing baseline (its commands and the oracle's verdicts on the untouched fixture), the
+calibration (judged here, or reused from a named archive), S3's kernel witness (the
+oracle's reason, the trace's first violating lines, the evidence files), the nine evidence
+items of a campaign, and what the run does not prove.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from lab.reports.run import signing_key_statement, signing_statement
+from lab.reports.table import Table
+from lab.reports.view import Block, Bullets, Section, TableBlock, Text, Verbatim, widths
 
-def _clause_rows(clauses: dict[str, Any], requirements: dict[str, str]) -> list[str]:
+EVALUATION_LIMITS = (
+    "The clauses judge the fixture's own tests, go vet and the workload's oracle under the "
+    "lab's conditions on this machine; they bound, but do not prove, correctness under other "
+    "inputs, attackers or machines. Human review still decides whether the contract is "
+    "sufficient."
+)
+
+
+def _interval(bar: Any) -> str:
+    if not bar:
+        return "—"
+    return f"{100 * bar[0]:.0f}–{100 * bar[1]:.0f} %"
+
+
+def clause_table(
+    clauses: Mapping[str, Any], requirements: Mapping[str, str], bars: Mapping[str, Any]
+) -> Table:
     rows = [
-        "| clause | requirement | pass | fail | not observed | of |",
-        "| --- | --- | ---: | ---: | ---: | ---: |",
+        [
+            cid,
+            requirements.get(cid, ""),
+            f"{n['pass']}/{n['total']}",
+            str(n["fail"]),
+            str(n["not-observed"]),
+            _interval(bars.get(cid)),
+        ]
+        for cid, n in sorted(clauses.items())
     ]
-    for cid, n in sorted(clauses.items()):
-        rows.append(
-            f"| {cid} | {requirements.get(cid, '')} | {n['pass']} | {n['fail']} | "
-            f"{n['not-observed']} | {n['total']} |"
-        )
-    return rows
+    header = ["clause", "requirement", "passed (k/N)", "fail", "not observed", "95 % interval"]
+    return Table(header, rows)
 
 
-def calibration_lines(calibration: dict[str, Any] | None) -> list[str]:
+def calibration_blocks(calibration: Mapping[str, Any] | None) -> list[Block]:
     if not calibration:
-        return ["Calibration: skipped (--skip-calibration); this contract was not checked here."]
-    out = [
-        f"Calibration of the contract: {calibration['met']}/{calibration['total']} seeds "
-        "broke exactly the clauses expected.",
-        "",
-        "| seed | must break | broke | met |",
-        "| --- | --- | --- | --- |",
-    ]
-    for name, row in sorted(calibration["seeds"].items()):
-        out.append(
-            f"| {name} | {', '.join(row['expected']) or '—'} | {', '.join(row['broken']) or '—'}"
-            f" | {'yes' if row['met'] else 'NO'} |"
+        return [Text("Calibration: skipped (--skip-calibration); this contract was not checked.")]
+    out: list[Block] = [
+        Text(
+            f"Calibration of the contract: {calibration['met']}/{calibration['total']} seeds "
+            "broke exactly the clauses expected.",
+            "strong",
         )
-    return out
-
-
-def evaluation_lines(evaluation: dict[str, Any]) -> list[str]:
-    task = evaluation["task"]
-    cand = evaluation["candidate"]
-    out = [
-        f"# Task evaluation: {task['name']} (workload {task['workload']})",
-        "",
-        f"Candidate: {cand['kind']} {cand['name']} (sha256 {cand['sha256']})",
-        f"Status: **{evaluation['status']}**"
-        + (f" — {evaluation['status_reason']}" if evaluation.get("status_reason") else ""),
-        "",
     ]
-    out += _clause_rows(evaluation.get("clauses", {}), task.get("requirements", {}))
-    out += ["", "Files changed: " + (", ".join(cand["files_changed"]) or "none")]
-    for finding in cand["findings"]:
-        out.append(f"- finding: {finding}")
-    out.append("")
-    out += calibration_lines(evaluation.get("calibration"))
-    out += ["", "## Repetitions", ""]
-    for rep in evaluation["repetitions"]:
-        out.append(f"### r{rep['index']}")
-        for cid, v in sorted(rep["verdicts"].items()):
-            out.append(f"- {cid} {v['observed']}: {v['reason']}")
-        for cid, c in sorted(rep["commands"].items()):
-            out.append(
-                f"- command {cid}: exit {c['exit_status']}, {c['wall_s']} s"
-                + (", timed out" if c["timed_out"] else "")
+    reused = calibration.get("reused_from")
+    if reused:
+        out.append(
+            Text(
+                f"Reused, not judged in this run: kept in {reused['archive']} (sha256 "
+                f"{reused['archive_sha256']}, run {reused['run_id']}, {reused['verified']}, "
+                f"{reused['authenticity']}) under the same key {calibration['key']}.",
+                "box",
             )
-    out += [
-        "",
-        "## What this evaluation does not prove",
-        "",
-        "The clauses judge the fixture's own tests, go vet and the workload's oracle under "
-        "the lab's conditions on this machine; they bound, but do not prove, correctness "
-        "under other inputs, attackers or machines. Human review still decides whether "
-        "the contract is sufficient.",
-    ]
-    return out
-
-
-def campaign_task_lines(campaign: dict[str, Any]) -> list[str]:
-    task = campaign["task"]
-    out = [
-        f"# Agent campaign: {task['name']} (workload {task['workload']})",
-        "",
-        f"Agent: `{campaign['agent']['command']}`, budget {campaign['agent']['budget_s']} s",
-        f"Met the task: **{campaign['met']} of {len(campaign['repetitions'])}** "
-        f"(required {campaign['required']}).",
-        "One repetition that meets the task shows capability; only repetition measures "
-        "reliability.",
-        "",
-        "| repetition | outcome | failed clauses | duration (s) | patch sha256 |",
-        "| ---: | --- | --- | ---: | --- |",
-    ]
-    for rep in campaign["repetitions"]:
-        out.append(
-            f"| {rep['index']} | {rep['outcome']} | {', '.join(rep['failed_clauses']) or '—'} | "
-            f"{rep['duration_s']:.1f} | {(rep['patch_sha256'] or '')[:16]} |"
         )
-    out += ["", "| clause | repetitions that passed it |", "| --- | ---: |"]
-    for cid, row in sorted(campaign["clauses"].items()):
-        out.append(f"| {cid} | {row['met']}/{row['total']} |")
-    out += ["", "## Evidence", ""]
-    out += [f"- {row['item']}: {row['where']}" for row in campaign["evidence"]]
-    out += ["", "## What this campaign does not prove", ""]
-    out += [f"- {line}" for line in campaign["not_proven"]]
+    elif calibration.get("key"):
+        out.append(Text(f"Judged in this run (calibration/); its key: {calibration['key']}."))
+    rows = [
+        [
+            name,
+            ", ".join(row["expected"]) or "—",
+            ", ".join(row["broken"]) or "—",
+            "yes" if row["met"] else "NO",
+        ]
+        for name, row in sorted(calibration["seeds"].items())
+    ]
+    out.append(TableBlock(Table(["seed", "must break", "broke", "met"], rows)))
     return out
+
+
+def baseline_blocks(baseline: Mapping[str, Any] | None) -> list[Block]:
+    if not baseline:
+        return [Text("The baseline was not recorded.")]
+    out: list[Block] = [
+        Text(
+            f"The untouched fixture must {baseline['must']} its baseline commands: it did "
+            f"({baseline['status']})."
+            if baseline["status"] == baseline["must"]
+            else f"The untouched fixture must {baseline['must']}; it did not."
+        )
+    ]
+    rows = [
+        [cid, str(c["exit_status"]), "yes" if c["passed"] else "no", f"{c['wall_s']} s"]
+        for cid, c in sorted(baseline.get("commands", {}).items())
+    ]
+    out.append(TableBlock(Table(["command", "exit", "passed", "wall"], rows)))
+    oracle = baseline.get("oracle") or {}
+    verdicts = oracle.get("verdicts") or {}
+    if verdicts:
+        rows = [[c, v["observed"], v["reason"]] for c, v in sorted(verdicts.items())]
+        out.append(
+            TableBlock(Table(["clause", "on the untouched fixture", "why"], rows), widths(40, 90))
+        )
+    return out
+
+
+def witness_blocks(repetitions: list[Mapping[str, Any]], where: str) -> list[Block]:
+    """S3's verdict per repetition: the oracle's reason, the kernel's first violating lines
+    (as the oracle kept them), the evidence files."""
+    out: list[Block] = []
+    for rep in repetitions:
+        verdict = rep["verdicts"].get("S3")
+        if verdict is None:
+            continue
+        label = f"{where}r{rep['index']}"
+        out.append(Text(f"{label}: S3 {verdict['observed']}: {verdict['reason']}"))
+        figures = (rep.get("oracle") or {}).get("figures") or {}
+        lines = figures.get("kernel_witness")
+        if lines:
+            caption = f"{label}: the kernel's first violating call (strace -f -yy)"
+            out.append(Verbatim(caption, str(lines)))
+        if verdict["evidence"]:
+            out.append(Text("Evidence: " + ", ".join(verdict["evidence"]), "note"))
+    return out
+
+
+def _signing(document: Mapping[str, Any]) -> list[Block]:
+    signing = document.get("signing") or {}
+    out: list[Block] = [Text(signing_key_statement(signing))]
+    statement = signing_statement(signing)
+    if statement:
+        out.append(Text(statement, "note"))
+    return out
+
+
+def evaluation_outline(document: Mapping[str, Any]) -> list[Section]:
+    evaluation = document["evaluation"]
+    task, cand = evaluation["task"], evaluation["candidate"]
+    status = f"Status: {evaluation['status']}" + (
+        f" — {evaluation['status_reason']}" if evaluation.get("status_reason") else ""
+    )
+    verdict: list[Block] = [
+        Text(f"Task evaluation: {task['name']} (workload {task['workload']})", "strong"),
+        Text(f"Candidate: {cand['kind']} {cand['name']} (sha256 {cand['sha256']})"),
+        Text(status, "strong"),
+        TableBlock(
+            clause_table(
+                evaluation.get("clauses", {}),
+                task.get("requirements", {}),
+                evaluation.get("intervals", {}),
+            ),
+            widths(34, 200, 50, 30, 50),
+        ),
+        Text("Files changed: " + (", ".join(cand["files_changed"]) or "none")),
+    ]
+    if cand["findings"]:
+        verdict.append(Bullets(tuple(f"finding: {f}" for f in cand["findings"])))
+    verdict += _signing(document)
+    reps: list[Block] = []
+    for rep in evaluation["repetitions"]:
+        lines = [f"{c} {v['observed']}: {v['reason']}" for c, v in sorted(rep["verdicts"].items())]
+        lines += [
+            f"command {cid}: exit {c['exit_status']}, {c['wall_s']} s"
+            + (", timed out" if c["timed_out"] else "")
+            for cid, c in sorted(rep["commands"].items())
+        ]
+        reps += [Text(f"Repetition r{rep['index']}", "strong"), Bullets(tuple(lines))]
+    return [
+        Section("Verdict", 0, verdict),
+        Section("The required failing baseline", 0, baseline_blocks(evaluation.get("baseline"))),
+        Section("Calibration", 0, calibration_blocks(evaluation.get("calibration"))),
+        Section("S3: the kernel as a witness", 0, witness_blocks(evaluation["repetitions"], "")),
+        Section("Repetitions", 0, reps),
+        Section("What this evaluation does not prove", 0, [Text(EVALUATION_LIMITS)]),
+    ]
+
+
+def campaign_outline(document: Mapping[str, Any]) -> list[Section]:
+    campaign = document["campaign"]
+    task = campaign["task"]
+    rows = [
+        [
+            str(rep["index"]),
+            rep["outcome"],
+            ", ".join(rep["failed_clauses"]) or "—",
+            f"{rep['duration_s']:.1f}",
+            (rep["patch_sha256"] or "")[:16],
+        ]
+        for rep in campaign["repetitions"]
+    ]
+    clauses = [
+        [cid, f"{row['met']}/{row['total']}", _interval(row.get("interval"))]
+        for cid, row in sorted(campaign["clauses"].items())
+    ]
+    verdict: list[Block] = [
+        Text(f"Agent campaign: {task['name']} (workload {task['workload']})", "strong"),
+        Text(f"Agent: {campaign['agent']['command']}, budget {campaign['agent']['budget_s']} s"),
+        Text(
+            f"Met the task: {campaign['met']} of {len(campaign['repetitions'])} (required "
+            f"{campaign['required']}). One repetition that meets the task shows capability; "
+            "only repetition measures reliability.",
+            "strong",
+        ),
+        TableBlock(
+            Table(["repetition", "outcome", "failed clauses", "duration (s)", "patch"], rows)
+        ),
+        TableBlock(Table(["clause", "repetitions that passed it", "95 % interval"], clauses)),
+        *_signing(document),
+    ]
+    witness: list[Block] = []
+    for rep in campaign["repetitions"]:
+        judged = rep.get("evaluation") or {}
+        witness += witness_blocks(judged.get("repetitions", []), f"repetition {rep['index']}, ")
+    evidence = tuple(f"{row['item']}: {row['where']}" for row in campaign["evidence"])
+    return [
+        Section("Verdict", 0, verdict),
+        Section("The required failing baseline", 0, [Text(_campaign_baseline(campaign))]),
+        Section("Calibration", 0, calibration_blocks(campaign.get("instrument_check") or None)),
+        Section("S3: the kernel as a witness", 0, witness or [Text("No repetition was judged.")]),
+        Section("The nine evidence items", 0, [Bullets(evidence)]),
+        Section("What this campaign does not prove", 0, [Bullets(tuple(campaign["not_proven"]))]),
+    ]
+
+
+def _campaign_baseline(campaign: Mapping[str, Any]) -> str:
+    baseline = campaign.get("baseline") or {}
+    return (
+        f"The untouched fixture must {baseline.get('must', 'fail')} its baseline commands: "
+        f"it did ({baseline.get('status', 'not recorded')}); its commands' records are in "
+        "baseline/."
+    )
+
+
+def task_outline(document: Mapping[str, Any]) -> list[Section]:
+    """The sections of a task run's report, from its results.json document."""
+    if document.get("campaign") is not None:
+        return campaign_outline(document)
+    return evaluation_outline(document)

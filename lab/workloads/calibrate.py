@@ -47,6 +47,12 @@ class Seed:
 class Calibration:
     #: seed -> {"expected": [...], "broken": [...], "met": bool, "status_reason": ...}
     seeds: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the digest of everything the seeds' verdicts depend on (lab.workloads.calcache)
+    key: str | None = None
+    #: the key's inputs by name
+    parts: dict[str, Any] = field(default_factory=dict)
+    #: where a reused calibration came from (its archive, the archive's SHA-256, its run)
+    reused_from: dict[str, Any] | None = None
 
     @property
     def met(self) -> int:
@@ -70,7 +76,24 @@ class Calibration:
         return "no seed was judged"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"met": self.met, "total": self.total, "ok": self.ok, "seeds": dict(self.seeds)}
+        return {
+            "met": self.met,
+            "total": self.total,
+            "ok": self.ok,
+            "seeds": dict(self.seeds),
+            "key": self.key,
+            "parts": dict(self.parts),
+            "reused_from": self.reused_from,
+        }
+
+    def counts(self) -> dict[str, Any]:
+        """results.json's top-level ``calibration`` of a task run."""
+        return {
+            "met": self.met,
+            "total": self.total,
+            "key": self.key,
+            "reused_from": self.reused_from,
+        }
 
 
 def load_expected(task: FixtureTask) -> list[Seed]:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lab.campaign import workspace
+from lab.campaign import in_image, workspace
 from lab.campaign.agent import agent_argv, run_agent
 from lab.campaign.conduct import CampaignOutcome
 from lab.campaign.outcome import after_judging, crashed
@@ -35,13 +35,13 @@ from lab.model.campaign import (
     PatchRecord,
     RepetitionRecord,
 )
-from lab.reports.task import campaign_task_lines
 from lab.run.options import check_count
 from lab.sandbox import boxfs, cell_dirs
+from lab.workloads.calcache import evaluation_id
 from lab.workloads.calibrate import Calibration
-from lab.workloads.evaluate import TaskRun, check_task, open_task_run
+from lab.workloads.evaluate import TaskRun, check_task, keep_calibration, open_task_run
 from lab.workloads.evidence import write_task_run
-from lab.workloads.judge import judge, manifest, manifest_digest, prepare
+from lab.workloads.judge import judge, prepare
 from lab.workloads.task import FixtureTask, load_fixture_task
 
 #: where each of the article's nine evidence items lives in a fixture-task campaign
@@ -102,13 +102,13 @@ def execute(
     task = load_fixture_task(request.task_path)
     repetitions, required, budget = _settle(request, task)
     if not request.local and not identity.in_lab_image():
-        say(
-            "Fixture tasks run on this host (the lab image has no Go toolchain yet); "
-            "results.json records where (environment.in_container)."
-        )
+        status, document = in_image.delegate(request)  # the image holds Go (golang-go)
+        return CampaignOutcome(exit_status=status, document=document)
     run = open_task_run(task, request.out, request.run_id, "campaign", say)
     try:
-        baseline, check = check_task(run, calibrate_it=True, say=say)
+        baseline, check = check_task(
+            run, calibrate_it=True, say=say, recalibrate=request.recalibrate
+        )
         with tempfile.TemporaryDirectory(prefix="lab-agent-files-") as probe:
             _, files = agent_argv(request.agent_cmd, Path(probe), cwd=Path.cwd())
         record = CampaignRecord(
@@ -120,7 +120,7 @@ def execute(
             budget_s=budget,
             requested=repetitions,
             required=required,
-            evaluation_id=manifest_digest({"task.yaml": task.sha256, **manifest(task.fixture_dir)}),
+            evaluation_id=evaluation_id(task),
             evaluation_options={"repetitions": task.eval_repetitions},
             instrument_check={} if check is None else check.to_dict(),
             baseline={"must": "fail", "status": baseline["status"], "shown": True},
@@ -322,13 +322,14 @@ def _finish(
         }
     )
     doc = _document(record)
-    counts = {"met": 0, "total": 0} if check is None else {"met": check.met, "total": check.total}
-    return write_task_run(
+    counts = {"met": 0, "total": 0} if check is None else check.counts()
+    archive = write_task_run(
         result,
         run.run_dir,
         extra={"campaign": doc, "calibration": counts},
-        report=campaign_task_lines(doc),
         prepared=run.prepared,
         started_epoch=run.started,
         say=say,
     )
+    keep_calibration(run, check, archive)
+    return archive

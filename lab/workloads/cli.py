@@ -36,6 +36,7 @@ def evaluate_task(args: argparse.Namespace, human: Console) -> int:
         local=args.local,
         json=args.json,
         calibrate=not args.skip_calibration,
+        recalibrate=args.recalibrate,
         run_id=args.run_id,
     )
     outcome = execute(request, say=lambda msg: human.print(msg, highlight=False, markup=False))

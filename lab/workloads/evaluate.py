@@ -26,9 +26,9 @@ from lab.host.clock import epoch_to_rfc3339
 from lab.model import RunResult
 from lab.model.task import TaskEvaluation
 from lab.pipeline import Setup, make_result, new_run_id, open_run, setup
-from lab.reports.task import evaluation_lines
 from lab.run.shard import check_run_id
-from lab.workloads.calibrate import Calibration, calibrate, load_expected
+from lab.workloads.calcache import calibration_key, find_reusable, remember
+from lab.workloads.calibrate import Calibration, Seed, calibrate, load_expected
 from lab.workloads.evidence import write_task_run
 from lab.workloads.judge import judge, prepare, run_oracle
 from lab.workloads.task import FixtureTask, load_fixture_task
@@ -46,6 +46,8 @@ class TaskEvaluationRequest:
     json: bool = False
     #: judge the seeded patches first and refuse when they are not caught (the default)
     calibrate: bool = True
+    #: judge the seeds again even when a kept calibration matches every key
+    recalibrate: bool = False
     run_id: str | None = None
 
 
@@ -107,11 +109,12 @@ def open_task_run(
 
 
 def check_task(
-    run: TaskRun, *, calibrate_it: bool, say: Callable[[str], None]
+    run: TaskRun, *, calibrate_it: bool, say: Callable[[str], None], recalibrate: bool = False
 ) -> tuple[dict[str, Any], Calibration | None]:
     """The untouched fixture must fail one of the baseline commands (its runs also warm the
-    build cache); then, unless skipped, every seed must break exactly what it names. Raises
-    TaskError (one sentence) otherwise."""
+    build cache); then, unless skipped, every seed must break exactly what it names (judged
+    here, or reused from the archive of a run with the same key unless ``recalibrate``).
+    Raises TaskError (one sentence) otherwise."""
     task = run.task
     seeds = load_expected(task) if calibrate_it else []
     say(f"Baseline: the untouched fixture must fail {', '.join(task.baseline_commands)}")
@@ -157,18 +160,42 @@ def check_task(
         )
     if not calibrate_it:
         return baseline, None
+    return baseline, _calibration(run, seeds, recalibrate=recalibrate, say=say)
+
+
+def _calibration(
+    run: TaskRun, seeds: list[Seed], *, recalibrate: bool, say: Callable[[str], None]
+) -> Calibration:
+    task = run.task
+    key = calibration_key(task, seeds, log=run.log)
+    if not recalibrate:
+        found = find_reusable(run.run_dir.parent, key, signer=run.prepared.signer, say=say)
+        if found is not None and found.reused_from is not None:
+            say(
+                f"Calibration: {found.met}/{found.total} seeds met, reused from "
+                f"{found.reused_from['archive']} (sha256 {found.reused_from['archive_sha256']}, "
+                f"key {key.digest}); --recalibrate judges them again"
+            )
+            return found
     check = calibrate(task, seeds, run.verifier, run.run_dir / "calibration", log=run.log, say=say)
+    check.key, check.parts = key.digest, dict(key.parts)
     if not check.ok:
         raise TaskError(
             f"the contract of {task.path} is not calibrated: {check.first_miss()}; it refuses to "
             f"judge (evidence kept in {run.run_dir / 'calibration'})."
         )
-    return baseline, check
+    return check
 
 
-def _calibration_counts(check: Calibration | None) -> dict[str, int]:
+def _calibration_counts(check: Calibration | None) -> dict[str, Any]:
     """results.json's ``calibration``: of a task run, its seeds (0 of 0 when skipped)."""
-    return {"met": 0, "total": 0} if check is None else {"met": check.met, "total": check.total}
+    return {"met": 0, "total": 0} if check is None else check.counts()
+
+
+def keep_calibration(run: TaskRun, check: Calibration | None, archive: Any) -> None:
+    """Point the calibration's key at this run's sealed archive (a fresh, met one only)."""
+    if check is not None and archive is not None:
+        remember(run.run_dir.parent, check, Path(archive.path), run.run_id)
 
 
 def execute(request: TaskEvaluationRequest, *, say: Callable[[str], None]) -> TaskOutcome:
@@ -177,13 +204,15 @@ def execute(request: TaskEvaluationRequest, *, say: Callable[[str], None]) -> Ta
         raise TaskError(f"--{request.kind} {request.path}: no such file or directory.")
     if not request.local and not identity.in_lab_image():
         say(
-            "Fixture tasks run on this host (the lab image has no Go toolchain yet); "
+            "lab evaluate --task runs on this host (it is not handed to the lab image); "
             "results.json records where (environment.in_container)."
         )
     repetitions = request.repetitions or task.eval_repetitions
     run = open_task_run(task, request.out, request.run_id, "evaluation", say)
     try:
-        baseline, check = check_task(run, calibrate_it=request.calibrate, say=say)
+        baseline, check = check_task(
+            run, calibrate_it=request.calibrate, say=say, recalibrate=request.recalibrate
+        )
         say(f"Judging {request.path.name} ({repetitions} repetition(s))")
         with tempfile.TemporaryDirectory(prefix="lab-cand-", dir=run.verifier.work) as tmp:
             cand = prepare(task, request.kind, request.path, Path(tmp), log=run.log)
@@ -192,16 +221,15 @@ def execute(request: TaskEvaluationRequest, *, say: Callable[[str], None]) -> Ta
         result = run.result({"mode": "evaluate-task", "repetitions": repetitions})
         document = judged.to_dict()
         document["baseline"] = baseline
-        lines = evaluation_lines(document)
         archive = write_task_run(
             result,
             run.run_dir,
             extra={"evaluation": document, "calibration": _calibration_counts(check)},
-            report=lines,
             prepared=run.prepared,
             started_epoch=run.started,
             say=say,
         )
+        keep_calibration(run, check, archive)
     finally:
         run.close()
     return TaskOutcome(

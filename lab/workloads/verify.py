@@ -141,8 +141,9 @@ class Verifier:
                 timeout=120,
             )
         for path in [dest, *(p for p in dest.rglob("*") if p.is_dir() and not p.is_symlink())]:
-            os.chown(path, self.sandbox.user.uid, self.sandbox.user.gid)
+            # the mode first, while root owns it: the lab image's root has no CAP_FOWNER
             path.chmod(0o700)
+            os.chown(path, self.sandbox.user.uid, self.sandbox.user.gid)
         return dest
 
     def run(

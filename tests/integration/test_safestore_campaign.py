@@ -9,6 +9,7 @@ campaign first checks the task (failing baseline, the five seeds calibrated).
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,17 +35,21 @@ def campaign(tmp: Any, command: str, *args: str) -> tuple[int, dict[str, Any]]:
 
 
 def test_one_run_shows_capability_and_three_show_the_reliability(tmp_path: Any) -> None:
-    code, one = campaign(tmp_path / "one", "sh safestore-fix.sh", "--repetitions", "1")
+    code, one = campaign(tmp_path, "sh safestore-fix.sh", "--repetitions", "1")
     assert code == 0 and [r["outcome"] for r in one["repetitions"]] == ["met"]
     command = "sh by-repetition.sh . safestore-evalsymlinks.sh safestore-never.sh "
     command += "safestore-lexical.sh"
-    code, three = campaign(tmp_path / "three", command, "--repetitions", "3", "--budget", "20")
+    code, three = campaign(tmp_path, command, "--repetitions", "3", "--budget", "20")
     assert code == 1 and three["met"] == 0
     rows = three["repetitions"]
     assert [r["outcome"] for r in rows] == ["failed", "timed-out", "failed"]
     assert {"S1", "S4"} <= set(rows[0]["failed_clauses"])
     assert {"S1", "S3"} <= set(rows[2]["failed_clauses"])
     data = results(three)
-    assert data["calibration"] == {"met": 5, "total": 5}
+    # the second campaign under the same --out reuses the first's calibration, verified
+    first = results(one)["calibration"]
+    assert (first["met"], first["total"], first["reused_from"]) == (5, 5, None)
+    assert data["calibration"]["met"] == 5 and data["calibration"]["key"] == first["key"]
+    assert data["calibration"]["reused_from"]["archive"] == Path(one["archive"]).name
     timed_out = data["campaign"]["repetitions"][1]
     assert timed_out["agent"]["timed_out"] and timed_out["evaluation"] is not None

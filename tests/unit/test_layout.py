@@ -83,7 +83,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # jailed runner), evaluates and campaigns: above the campaign stage, below merge
     ("tasks", ("lab.workloads.verify", "lab.workloads.judge", "lab.workloads.calibrate",
                "lab.workloads.evaluate", "lab.workloads.campaign", "lab.workloads.evidence",
-               "lab.workloads.cli")),
+               "lab.workloads.cli", "lab.workloads.calcache")),
     ("merge", ("lab.merge",)),
     ("command line", ("lab._parser_types", "lab._parser", "lab._cli", "lab.__main__")),
 )  # fmt: skip

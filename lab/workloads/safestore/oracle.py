@@ -259,6 +259,9 @@ def _contained(
         (out / "s3-violations.txt").write_text(evidence_text(found), encoding="utf-8")
         evidence = [ran.trace.name, "s3-violations.txt", *evidence]
         kernel = [what for what, _ in found.violations]
+        if found.violations:  # the first violating call and its trace lines, verbatim
+            what, lines = found.violations[0]
+            figures["kernel_witness"] = "\n".join([what, *lines[:6]])
         complete = found.complete and found.found_harness
         figures["kernel_violations"] = len(kernel)
         figures["attacker_pids"] = len(found.attacker_pids)

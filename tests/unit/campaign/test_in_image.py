@@ -1,6 +1,7 @@
 """``lab campaign`` outside the lab image hands the same campaign to it: the task file and
 the files the agent command names mounted read-only, the command rewritten to their mount
-points, the --agent-env names forwarded by name."""
+points, the --agent-env names forwarded by name; a fixture task's whole directory (its
+fixture and seeds) is mounted, and the task named inside it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from lab.campaign import conduct
+from lab.campaign import conduct, in_image
 from lab.campaign.agent import MOUNTED
 from lab.campaign.task import CampaignRequest
 from lab.container import run as container
@@ -78,3 +79,34 @@ def test_with_json_the_images_document_comes_back(
     assert seen["argv"][-1] == "--json"
     seen["echo"]("building the image\n")  # progress goes to stderr: stdout is the document
     assert capsys.readouterr() == ("", "building the image\n")
+
+
+def delegated(monkeypatch: pytest.MonkeyPatch, task: Path) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+
+    def fake(root: Path, argv: list[str], **kw: Any) -> tuple[int, None]:
+        seen.update(argv=argv, **kw)
+        return 0, None
+
+    monkeypatch.setattr(in_image.container, "delegate", fake)
+    monkeypatch.chdir(ROOT)
+    request = CampaignRequest(task_path=task, agent_cmd="sh tests/assets/agents/safestore-fix.sh",
+                              recalibrate=True)  # fmt: skip
+    assert in_image.delegate(request) == (0, None)
+    return seen
+
+
+def test_a_fixture_task_is_mounted_with_its_directory(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = delegated(monkeypatch, ROOT / "campaigns" / "safe-store" / "task.yaml")
+    mounts = dict(seen["mounts"])
+    assert mounts[ROOT / "campaigns" / "safe-store"] == "/lab/campaign-input/safe-store"
+    argv = seen["argv"]
+    assert argv[argv.index("--task") + 1] == "/lab/campaign-input/safe-store/task.yaml"
+    assert "--recalibrate" in argv
+    assert any(inside.endswith("/safestore-fix.sh") for inside in mounts.values())
+
+
+def test_a_backup_task_file_is_mounted_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    task = ROOT / "campaigns" / "speedup.yaml"
+    seen = delegated(monkeypatch, task)
+    assert dict(seen["mounts"])[task] == "/lab/campaign-input/speedup.yaml"
