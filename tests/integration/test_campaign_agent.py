@@ -200,13 +200,6 @@ def test_the_trajectory_marks_the_regression_and_the_plateau(tmp_path: Path) -> 
     assert "REGRESSION C1" in report and "plateau" in report
 
 
-@pytest.mark.xfail(
-    reason="known defect since the PID-namespace sandbox (issue 21) met the live plateau watch "
-    "(issue 23): while the watch judges snapshots in another thread, the agent's bwrap status "
-    "pipe is seen closed with no exit code (an fd closed by the other thread), so the agent "
-    "is taken as exited and killed after the linger grace, before any plateau is marked",
-    strict=False,
-)
 def test_stop_on_plateau_ends_the_repetition_as_plateaued(tmp_path: Path) -> None:
     agent = ASSETS / "agents" / "plateau-forever.sh"
     code, document, human = campaign(
