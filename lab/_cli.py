@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -27,6 +27,9 @@ from lab.reports.console import (
     print_merge,
     print_summary,
 )
+
+if TYPE_CHECKING:
+    from lab.campaign.task import CampaignRequest
 
 __all__ = ["build_parser", "main"]
 
@@ -229,12 +232,10 @@ def cmd_completion(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def cmd_campaign(args: argparse.Namespace, console: Console) -> int:
-    from lab.campaign.conduct import execute as conduct
+def _campaign_request(args: argparse.Namespace) -> CampaignRequest:
     from lab.campaign.task import CampaignRequest
-    from lab.model.campaign import campaign_statistics
 
-    request = CampaignRequest(
+    return CampaignRequest(
         task_path=args.task,
         agent_cmd=args.agent_cmd,
         repetitions=args.repetitions,
@@ -242,6 +243,7 @@ def cmd_campaign(args: argparse.Namespace, console: Console) -> int:
         require=args.require,
         agent_network=",".join(args.agent_network or ["host"]),
         stop_on_plateau=args.stop_on_plateau,
+        escalate_cmd=args.escalate_cmd,
         agent_env=tuple(args.agent_env),
         eval_repetitions=args.eval_repetitions,
         timing_runs=args.timing_runs,
@@ -255,6 +257,13 @@ def cmd_campaign(args: argparse.Namespace, console: Console) -> int:
         shard=args.shard,
         run_id=args.run_id,
     )
+
+
+def cmd_campaign(args: argparse.Namespace, console: Console) -> int:
+    from lab.campaign.conduct import execute as conduct
+    from lab.model.campaign import campaign_statistics
+
+    request = _campaign_request(args)
     # with --json, stdout holds the one JSON document and everything else goes to stderr
     human = Console(stderr=True, highlight=False, width=console.width) if args.json else console
     stream = sys.stderr if args.json else sys.stdout
