@@ -84,7 +84,14 @@ def test_a1_passes_for_the_model_only_and_fails_for_the_stray(
     port = int(stub.address.rsplit(":", 1)[1])
     assert f"tcp 127.0.0.1:{port + 1}" in egress["disallowed"]  # another address
     assert any(d.startswith("udp ") and d.endswith(":53") for d in egress["disallowed"])  # DNS
+    # refused by the kernel before any packet existed: only the connect trace shows it
+    assert "connect 192.0.2.1:80" in egress["disallowed"]
+    unroutable = [c for c in egress["calls"] if c["address"] == "192.0.2.1:80"]
+    assert unroutable and unroutable[0]["ret"] == -101  # ENETUNREACH
+    first = json.loads((run_dir / "repetitions" / "r1" / "repetition.json").read_text())["egress"]
+    assert first["attempts"] and "went elsewhere" in first["why"]
     said = (run_dir / "repetitions" / "r2" / "agent.stdout").read_text()
+    assert "stray: an unroutable address: refused" in said
     assert "stray: a raw socket: refused ([Errno 1] Operation not permitted)" in said
     assert "A1 egress fail" in human and "A1 egress pass" in human
     for rep in ("r1", "r2"):
