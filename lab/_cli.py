@@ -243,6 +243,7 @@ def _campaign_request(args: argparse.Namespace) -> CampaignRequest:
         require=args.require,
         agent_network=",".join(args.agent_network or ["host"]),
         stop_on_plateau=args.stop_on_plateau,
+        escalate_cmd=args.escalate_cmd,
         agent_env=tuple(args.agent_env),
         eval_repetitions=args.eval_repetitions,
         timing_runs=args.timing_runs,

@@ -312,6 +312,9 @@ def _add_campaign(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
                     "its only way out is a forwarder to each, clause A1 egress)")  # fmt: skip
     cp.add_argument("--stop-on-plateau", type=positive_count, default=None, metavar="K", help="end "
                     "a repetition after K judged snapshots in a row with no new pass")  # fmt: skip
+    cp.add_argument("--escalate-cmd", default=None, metavar="CMD2", help="hand each run that "
+                    "failed, timed out or plateaued to this second agent, in a fresh workspace, "
+                    "with the lab's signed evidence package of it ($LAB_ESCALATION)")  # fmt: skip
     cp.add_argument(
         "--agent-env",
         action="append",

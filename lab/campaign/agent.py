@@ -211,7 +211,7 @@ def run_agent(
         if processes is not None:
             processes.close(home=home, tmp=tmp)
         if witness is not None and witness.forwarders:
-            witness.close()
+            witness.close(calls=None if processes is None else processes.calls)
         if namespace is not None:
             namespace.delete()
 

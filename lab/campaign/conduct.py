@@ -28,9 +28,10 @@ from typing import Any
 from lab import resources
 from lab.campaign import in_image, workspace
 from lab.campaign.agent import agent_argv, run_agent, sandboxed_make
+from lab.campaign.escalate import ENV_NAME, escalate, needs_escalation
 from lab.campaign.observe import Observation, snapshot_judge
 from lab.campaign.outcome import after_judging, before_judging, speed_met
-from lab.campaign.records import agent_record, dependencies, native_record
+from lab.campaign.records import agent_record, dependencies, native_record, patch_record
 from lab.campaign.settle import Settings, evaluation_options, settle
 from lab.campaign.shard import CampaignShard, plan_shard
 from lab.campaign.task import CampaignRequest, Task, load_task
@@ -57,6 +58,9 @@ from lab.run.options import check_client
 from lab.run.shard import check_run_id
 from lab.sandbox import SandboxSettings, boxfs, cell_dirs
 from lab.workloads.backup import scenario
+
+#: what a campaign record holds once its repetitions ran (not in ``campaign/campaign.json``)
+_RESULTS = ("repetitions", "met", "succeeded", "outcomes", "clauses", "duration_s", "escalation")
 
 
 @dataclass(frozen=True)
@@ -161,6 +165,7 @@ class _Campaign:
         record = CampaignRecord(
             task=self.task.to_dict(),
             agent_command=self.request.agent_cmd,
+            escalate_command=self.request.escalate_cmd,
             agent_files=dict(sorted(files.items())),
             agent_network=self.request.agent_network,
             agent_env=self.request.agent_env,
@@ -173,8 +178,7 @@ class _Campaign:
             baseline={"must": self.task.baseline_must, "status": baseline_status, "shown": True},
         )
         # the configuration, written before the agent first runs
-        done = ("repetitions", "met", "succeeded", "outcomes", "clauses", "duration_s")
-        config = {k: v for k, v in record.to_dict().items() if k not in done}
+        config = {k: v for k, v in record.to_dict().items() if k not in _RESULTS}
         (self.run_dir / "campaign" / "campaign.json").write_text(
             json.dumps(config, indent=2, sort_keys=True) + "\n"
         )
@@ -186,7 +190,9 @@ class _Campaign:
                 + ", ".join(map(str, indices))
             )
         for index in indices:
-            record.repetitions.append(self._repetition(index, conditions))
+            record.repetitions.append(
+                self._escalate(self._repetition(index, conditions), conditions)
+            )
         return self._finish(record, cal_results + base_results, conditions, started)
 
     def _baseline(self, conditions: list[scenario.Scenario]) -> tuple[str, list[ScenarioResult]]:
@@ -219,26 +225,46 @@ class _Campaign:
             )
         return status, results
 
-    def _repetition(self, index: int, conditions: list[scenario.Scenario]) -> RepetitionRecord:
+    def _escalate(
+        self, rep: RepetitionRecord, conditions: list[scenario.Scenario]
+    ) -> RepetitionRecord:
+        """``rep`` as it is, or escalated (``--escalate-cmd``) when it did not meet the task."""
+        if not self.request.escalate_cmd or not needs_escalation(rep):
+            return rep
+        rep_dir = self.run_dir / "repetitions" / f"r{rep.index}"
+        run = lambda package: self._repetition(rep.index, conditions, package=package)  # noqa: E731
+        return escalate(rep, rep_dir=rep_dir, task=self.task, signer=self.prepared.signer,
+                        run=run, say=self.say)  # fmt: skip
+
+    def _repetition(
+        self, index: int, conditions: list[scenario.Scenario], package: Path | None = None
+    ) -> RepetitionRecord:
+        """One agent run; with ``package``, the escalated run (``--escalate-cmd``) in
+        ``rN/escalation/``, the package read-only at ``$LAB_ESCALATION``."""
         rep_dir = self.run_dir / "repetitions" / f"r{index}"
+        rep_dir = rep_dir if package is None else rep_dir / "escalation"
         rep_dir.mkdir(parents=True)
         sandbox = self.prepared.sandbox
         assert sandbox is not None
         scratch = Path(tempfile.mkdtemp(prefix="lab-agent-"))
+        env = tuple((name, os.environ[name]) for name in self.request.agent_env)
+        command = self.request.agent_cmd
         try:
             box, home, tmp = cell_dirs(scratch, sandbox)
+            if package is not None and self.request.escalate_cmd:
+                shutil.copytree(package, box / "escalation")
+                env, command = (
+                    (*env, (ENV_NAME, str(box / "escalation"))),
+                    self.request.escalate_cmd,
+                )
             ws = workspace.create(
                 scratch, self.task.text, uid=sandbox.user.uid, gid=sandbox.user.gid, log=self.log
             )
+            manifest = {"baseline_commit": ws.baseline_commit, "files": ws.manifest}
             (rep_dir / "workspace.json").write_text(
-                json.dumps(
-                    {"baseline_commit": ws.baseline_commit, "files": ws.manifest},
-                    indent=2,
-                    sort_keys=True,
-                )
-                + "\n"
+                json.dumps(manifest, indent=2, sort_keys=True) + "\n"
             )
-            argv, _ = agent_argv(self.request.agent_cmd, box, cwd=Path.cwd())
+            argv, _ = agent_argv(command, box, cwd=Path.cwd())
             seen = Observation(
                 self.request, self.task, ws, scratch=scratch, rep_dir=rep_dir,
                 run_dir=self.run_dir, log=self.log, judge=snapshot_judge(
@@ -262,7 +288,7 @@ class _Campaign:
                 repetition=index,
                 budget_s=self.settings.budget_s,
                 network=self.request.agent_network,
-                env=tuple((name, os.environ[name]) for name in self.request.agent_env),
+                env=env,
                 stdout=rep_dir / "agent.stdout",
                 stderr=rep_dir / "agent.stderr",
                 echo=self.echo,
@@ -280,16 +306,7 @@ class _Campaign:
                 + f" after {agent.duration_s:.1f} s"
             )
             capture = workspace.take(ws, rep_dir, log=self.log)
-            patch = PatchRecord(
-                sha256=capture.patch_sha256,
-                bytes=capture.patch_bytes,
-                files_changed=capture.files_changed,
-                outside_native=capture.outside_native,
-                native_empty=capture.native_empty,
-                final_commit=capture.final_commit,
-                bundle_sha256=capture.bundle_sha256,
-                problem=capture.problem,
-            )
+            patch = patch_record(capture)
             rep = self._judge(index, rep_dir, ws.baseline_commit, agent, patch, conditions)
             rep = seen.finish(rep, self.say)
         finally:

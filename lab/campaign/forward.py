@@ -34,7 +34,10 @@ from lab.model.egress import (
     EgressRecord,
     Endpoint,
     PacketView,
+    SocketCall,
+    Verdict,
     judge_egress,
+    stray_calls,
 )
 from lab.sandbox.netns import NetworkNamespace
 
@@ -187,8 +190,9 @@ class EgressWitness:
         except LabError as error:
             self.capture_error = str(error)
 
-    def close(self) -> EgressRecord:
-        """Stop the capture and the forwarders; judge A1; keep the raw evidence."""
+    def close(self, calls: list[SocketCall] | None = None) -> EgressRecord:
+        """Stop the capture and the forwarders; judge A1 on the packets and ``calls`` (the
+        cgroup's connects, None when they were not traced); keep the raw evidence."""
         if self.window is not None:
             self.window.end = time.time()
         packets: list[PacketView] | None = None
@@ -206,6 +210,7 @@ class EgressWitness:
         connections = self._keep(carried)
         allowed = tuple(str(e) for e in self.endpoints)
         verdict, why, disallowed = judge_egress(allowed, packets, self.capture_error)
+        verdict, why, disallowed = _with_calls(allowed, calls, verdict, why, disallowed)
         failed = [c for c in connections if c.error]
         if failed and verdict == "pass":
             why += f"; {len(failed)} forwarded connection(s) could not reach the endpoint"
@@ -219,6 +224,8 @@ class EgressWitness:
             disallowed=disallowed,
             traffic=read_traffic([(bytes(c.up), bytes(c.down)) for c in carried]),
             artifacts=tuple(f"egress/{name}" for name in artifacts),
+            attempts=None if calls is None else len(calls),
+            calls=tuple((calls or [])[:CALLS_KEPT]),
         )
         return self.record
 
@@ -239,3 +246,33 @@ class EgressWitness:
                 connections.append(record)
                 lines.write(json.dumps({"n": n, **record.to_dict()}, sort_keys=True) + "\n")
         return connections
+
+
+#: connects kept in the record (all of them are in processes/exec.txt)
+CALLS_KEPT = 64
+
+
+def _with_calls(
+    allowed: tuple[str, ...],
+    calls: list[SocketCall] | None,
+    verdict: Verdict,
+    why: str,
+    disallowed: tuple[str, ...],
+) -> tuple[Verdict, str, tuple[str, ...]]:
+    """A1 from the capture, then from the connects: a stray connect fails it; without the
+    connect trace a pass from the capture alone is not-observed."""
+    if calls is None:
+        if verdict == "pass":
+            return "not-observed", why + "; but the agent's connects were not traced", ()
+        return verdict, why, disallowed
+    stray = stray_calls(allowed, calls)
+    if not stray:
+        return (
+            verdict,
+            why + f"; none of its cgroup's {len(calls)} connect(s) went elsewhere",
+            disallowed,
+        )
+    words = sorted({c.words() for c in stray})
+    said = f"{len(stray)} connect(s) of the agent's cgroup elsewhere: " + ", ".join(words[:8])
+    why = said if verdict != "fail" else f"{why}; {said}"
+    return "fail", why, tuple(sorted({*disallowed, *(f"{c.call} {c.address}" for c in stray)}))

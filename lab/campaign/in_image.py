@@ -16,6 +16,20 @@ from lab.pipeline import REPO
 from lab.workloads.task import is_fixture_task
 
 
+def _mounted(command: str, mounts: list[tuple[Path, str]]) -> str:
+    """``command`` with each file it names mounted read-only (added to ``mounts``)."""
+    words = []
+    for word in shlex.split(command):
+        path = names_file(word, Path.cwd())
+        if path is not None:
+            inside = f"{MOUNTED}/{path.name}"
+            if (path, inside) not in mounts:
+                mounts.append((path, inside))
+            word = inside
+        words.append(word)
+    return shlex.join(words)
+
+
 def delegate(request: CampaignRequest) -> tuple[int, dict[str, Any] | None]:
     """Run this very campaign inside the lab image, with the task file and the files the
     agent command names mounted read-only; the archive lands in the host's --out. Its exit
@@ -29,15 +43,15 @@ def delegate(request: CampaignRequest) -> tuple[int, dict[str, Any] | None]:
         task_inside = f"{folder}/{task_host.name}"
     else:
         mounts.append((task_host, task_inside))
-    words = []
-    for word in shlex.split(request.agent_cmd):
-        path = names_file(word, Path.cwd())
-        if path is not None:
-            inside = f"{MOUNTED}/{path.name}"
-            mounts.append((path, inside))
-            word = inside
-        words.append(word)
-    moved = CampaignRequest(**{**request.__dict__, "agent_cmd": shlex.join(words)})
+    moved = CampaignRequest(
+        **{
+            **request.__dict__,
+            "agent_cmd": _mounted(request.agent_cmd, mounts),
+            "escalate_cmd": None
+            if request.escalate_cmd is None
+            else _mounted(request.escalate_cmd, mounts),
+        }
+    )
     argv = moved.argv(task=task_inside, out=container.CONTAINER_ARTIFACTS)
     status, document = container.delegate(
         REPO,

@@ -15,8 +15,9 @@ from typing import Any
 
 from lab import resources
 from lab.campaign.task import Task
+from lab.campaign.workspace import Capture
 from lab.host.digest import sha256_file
-from lab.model.campaign import AgentRecord, CampaignRecord
+from lab.model.campaign import AgentRecord, CampaignRecord, PatchRecord
 from lab.model.evaluation import BuildRecord, CandidateRecord
 from lab.sandbox import Outcome as SandboxOutcome
 
@@ -67,6 +68,20 @@ def agent_record(ran: SandboxOutcome, stderr: Path | None = None) -> AgentRecord
         stderr_tail=stderr_tail(stderr) if failed and stderr is not None else None,
         cgroup=None if ran.stats is None else ran.stats.to_dict(),
         lingering=tuple(p.to_dict() for p in ran.lingering),
+    )
+
+
+def patch_record(capture: Capture) -> PatchRecord:
+    """What ``workspace.take`` captured of the agent's result."""
+    return PatchRecord(
+        sha256=capture.patch_sha256,
+        bytes=capture.patch_bytes,
+        files_changed=capture.files_changed,
+        outside_native=capture.outside_native,
+        native_empty=capture.native_empty,
+        final_commit=capture.final_commit,
+        bundle_sha256=capture.bundle_sha256,
+        problem=capture.problem,
     )
 
 

@@ -142,6 +142,9 @@ class CampaignRequest:
     stop_on_plateau: int | None = None
     #: a fixture task's seeds judged again even when a kept calibration matches its key
     recalibrate: bool = False
+    #: ``--escalate-cmd``: the second agent given each run the first did not meet, with the
+    #: signed evidence package of that run (``lab.campaign.escalate``)
+    escalate_cmd: str | None = None
 
     def argv(self, *, task: str, out: str) -> list[str]:
         """The ``python -m lab`` arguments asking for this same campaign in the lab image."""
@@ -162,6 +165,7 @@ class CampaignRequest:
             ("--shard", self.shard),
             ("--run-id", self.run_id),
             ("--stop-on-plateau", self.stop_on_plateau),
+            ("--escalate-cmd", self.escalate_cmd),
         ):
             if value is not None:
                 args += [flag, str(value)]

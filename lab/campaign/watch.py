@@ -20,6 +20,7 @@ from typing import Any
 from lab.collectors.bpftrace_exec import Exec, ExecTrace
 from lab.errors import LabError
 from lab.host import procs
+from lab.model.egress import SocketCall
 from lab.model.processes import (
     EXECS_KEPT,
     LEFT_LISTED,
@@ -94,6 +95,8 @@ class ProcessWitness:
         self.record: ProcessRecord | None = None
         #: the agent's cgroup v2 directory, once it runs
         self.cgroup: Path | None = None
+        #: its connects, from the same trace (None: not traced), once closed
+        self.calls: list[SocketCall] | None = None
 
     def kill(self) -> None:
         """Kill everything in the agent's cgroup (``--stop-on-plateau``)."""
@@ -117,6 +120,7 @@ class ProcessWitness:
         count: int | None = None
         if self.trace is not None:
             seen, self.error = self.trace.stop()
+            self.calls = self.trace.calls
             execs = [_row(e, self.trace.started_ns) for e in seen]
             count = len(execs)
         left: dict[str, Any] = {}

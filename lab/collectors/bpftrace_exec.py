@@ -16,6 +16,8 @@ and is not listed. Times are CLOCK_MONOTONIC nanoseconds (bpftrace's ``nsecs``).
 
 from __future__ import annotations
 
+import dataclasses
+import ipaddress
 import re
 import signal
 import time
@@ -27,6 +29,7 @@ from lab.collectors.bpftrace_parse import ATTACHING
 from lab.collectors.bpftrace_script import cgroup_filter
 from lab.errors import CollectorError
 from lab.host import procs
+from lab.model.egress import SocketCall
 
 SCRIPT_NAME = "exec.bt"
 OUTPUT_NAME = "exec.txt"
@@ -46,12 +49,67 @@ tracepoint:sched:sched_process_exec /__FILTER__/ {
 tracepoint:sched:sched_process_exit /__FILTER__ && pid == tid/ {
   printf("EXIT %llu %d %d\\n", nsecs, pid, curtask->exit_code);
 }
+tracepoint:syscalls:sys_enter_connect /__FILTER__/ {
+  printf("SOCK connect %d %d %d %r\\n", pid, tid, args->addrlen, buf(args->uservaddr, 64));
+}
+tracepoint:syscalls:sys_enter_sendto /__FILTER__ && args->addr != 0/ {
+  printf("SOCK sendto %d %d %d %r\\n", pid, tid, args->addr_len, buf(args->addr, 64));
+}
+tracepoint:syscalls:sys_exit_connect, tracepoint:syscalls:sys_exit_sendto /__FILTER__/ {
+  printf("SOCKRET %d %d\\n", tid, args->ret);
+}
 END { printf("lab-exec-trace end\\n"); }
 """
 
 _EXEC = re.compile(r"^EXEC (\d+) (\d+) (\d+) (.*)$")
 _EXIT = re.compile(r"^EXIT (\d+) (\d+) (-?\d+)$")
 _ARGV = re.compile(r"^ARGV (\d+) (.*)$")
+_SOCK = re.compile(r"^SOCK (connect|sendto) (\d+) (\d+) (-?\d+) (.*)$")
+_SOCKRET = re.compile(r"^SOCKRET (\d+) (-?\d+)$")
+_ESCAPED = re.compile(r"\\x([0-9a-fA-F]{2})|(.)", re.DOTALL)
+#: address families (linux/socket.h) by number
+FAMILIES = {0: "unspec", 1: "unix", 2: "inet", 10: "inet6", 16: "netlink", 17: "packet"}
+
+
+def unescape(text: str) -> bytes:
+    """bpftrace's ``%r`` of a buffer (``\\xNN`` for unprintable bytes) -> the bytes."""
+    return bytes(int(m[1], 16) if m[1] else ord(m[2]) & 0xFF for m in _ESCAPED.finditer(text))
+
+
+def decode_sockaddr(raw: bytes, length: int) -> tuple[str, str]:
+    """(family, address) of a ``struct sockaddr``: ``inet`` 1.2.3.4:80, ``inet6``
+    [::1]:80, ``unix`` a path (``@name`` abstract; cut at the 64 bytes read), else the
+    family's number and no address."""
+    raw = raw[: max(0, min(length, len(raw)))]
+    if len(raw) < 2:
+        return "unknown", ""
+    number = int.from_bytes(raw[:2], "little")
+    family = FAMILIES.get(number, str(number))
+    if family == "inet" and len(raw) >= 8:
+        return family, f"{ipaddress.IPv4Address(raw[4:8])}:{int.from_bytes(raw[2:4], 'big')}"
+    if family == "inet6" and len(raw) >= 24:
+        return family, f"[{ipaddress.IPv6Address(raw[8:24])}]:{int.from_bytes(raw[2:4], 'big')}"
+    if family == "unix":
+        path = raw[2:]
+        if path[:1] == b"\0":
+            return family, "@" + path[1:].split(b"\0")[0].decode("utf-8", "replace")
+        return family, path.split(b"\0")[0].decode("utf-8", "replace")
+    return family, ""
+
+
+def parse_socket_calls(text: str) -> list[SocketCall]:
+    """Every connect (and sendto with an address) of the cgroup, with what it returned."""
+    calls: list[SocketCall] = []
+    waiting: dict[int, int] = {}  # tid -> index of its call awaiting the return value
+    for line in text.splitlines():
+        if m := _SOCK.match(line):
+            family, address = decode_sockaddr(unescape(m[5]), int(m[4]))
+            waiting[int(m[3])] = len(calls)
+            calls.append(SocketCall(call=m[1], pid=int(m[2]), family=family, address=address))
+        elif (m := _SOCKRET.match(line)) and int(m[1]) in waiting:
+            n = waiting.pop(int(m[1]))
+            calls[n] = dataclasses.replace(calls[n], ret=int(m[2]))
+    return calls
 
 
 @dataclass
@@ -105,6 +163,8 @@ class ExecTrace:
         self.out_dir = out_dir
         self.log = log
         self._bg: procs.Background | None = None
+        #: every connect / addressed sendto of the cgroup, once stopped
+        self.calls: list[SocketCall] = []
         #: CLOCK_MONOTONIC ns when the trace was attached (the agent starts after it)
         self.started_ns = 0
 
@@ -156,4 +216,5 @@ class ExecTrace:
         error = None
         if done.timed_out or done.killed_by_signal is not None or END_MARKER not in text:
             error = f"{OUTPUT_NAME} ends before bpftrace's END marker; the trace is truncated"
+        self.calls = parse_socket_calls(text)
         return parse_exec_trace(text), error

@@ -16,7 +16,6 @@ Paths under the run directory are written relative to it (``$RUN/...``) so that
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -25,14 +24,19 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
 from lab.errors import LabError, ToolMissingError
+from lab.host.live import ProcessScope as ProcessScope
+from lab.host.live import kill_group, register, unregister
+from lab.host.live import live_processes as live_processes
+from lab.host.live import process_scope as process_scope
+from lab.host.live import stop_all as stop_all
+from lab.host.live import stopping_everything as stopping_everything
 from lab.host.tools import TOOL_PACKAGES
 
 #: bound on how much of a failing command's stderr goes into an error message
@@ -130,46 +134,6 @@ def require_tool(tool: str) -> str:
     return path
 
 
-# Process groups started by the lab and not yet reaped, so that Ctrl-C or an error stops
-# every one of them (see ``stop_all``).
-_LIVE: dict[int, str] = {}
-_LIVE_LOCK = threading.Lock()
-
-
-def _register(pid: int, purpose: str) -> None:
-    with _LIVE_LOCK:
-        _LIVE[pid] = purpose
-
-
-def _unregister(pid: int) -> None:
-    with _LIVE_LOCK:
-        _LIVE.pop(pid, None)
-
-
-def live_processes() -> dict[int, str]:
-    with _LIVE_LOCK:
-        return dict(_LIVE)
-
-
-def kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, sig)
-
-
-def stop_all(grace_s: float = 2.0) -> list[str]:
-    """Stop every process group the lab started and has not reaped; return their purposes."""
-    stopped: list[str] = []
-    for pid, purpose in live_processes().items():
-        kill_group(pid, signal.SIGTERM)
-        stopped.append(purpose)
-    deadline = time.monotonic() + grace_s
-    while live_processes() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    for pid in live_processes():
-        kill_group(pid, signal.SIGKILL)
-    return stopped
-
-
 #: where a child's output goes: a file path, an open descriptor (a pipe's write end, which
 #: the caller keeps and closes), or nowhere
 Output = Path | int | None
@@ -225,7 +189,7 @@ def _spawn(
         for handle in (out, err, inp):
             if not isinstance(handle, int):
                 handle.close()
-    _register(proc.pid, purpose)
+    register(proc.pid, purpose)
     return proc
 
 
@@ -258,7 +222,7 @@ def _reap(proc: subprocess.Popen[bytes], timeout: float | None) -> tuple[int, An
             thread.join()
     # The leader is reaped; stragglers in its group (a tracer's children) go too.
     kill_group(proc.pid, signal.SIGKILL)
-    _unregister(proc.pid)
+    unregister(proc.pid)
     status = int(box["status"])
     proc.returncode = os.waitstatus_to_exitcode(status)
     return status, box["usage"], timed_out
@@ -472,12 +436,3 @@ class Background:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
-
-
-@contextmanager
-def stopping_everything() -> Iterator[None]:
-    """Stop every started process group on any exit, including Ctrl-C."""
-    try:
-        yield
-    finally:
-        stop_all()

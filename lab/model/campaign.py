@@ -139,6 +139,9 @@ class RepetitionRecord:
     processes: ProcessRecord | None = None
     #: the workspace over time, each distinct snapshot judged
     trajectory: TrajectoryRecord | None = None
+    #: the second agent's run (``--escalate-cmd``) from the evidence package of this one,
+    #: judged by the same gates; None when this one was not escalated
+    escalation: RepetitionRecord | None = None
 
     @property
     def agent_verdicts(self) -> dict[str, Verdict]:
@@ -162,7 +165,12 @@ class RepetitionRecord:
             "agent_verdicts": self.agent_verdicts,
             "model_requests": None if self.egress is None else self.egress.model_requests,
             "tokens": None if self.egress is None else self.egress.tokens(),
-            "escalation": None,
+            "escalation": None
+            if self.escalation is None
+            else {
+                "outcome": self.escalation.outcome,
+                "failed_clauses": sorted(self.escalation.failed_clauses),
+            },
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -179,6 +187,7 @@ class RepetitionRecord:
             "egress": None if self.egress is None else self.egress.to_dict(),
             "processes": None if self.processes is None else self.processes.to_dict(),
             "trajectory": None if self.trajectory is None else self.trajectory.to_dict(),
+            "escalated": None if self.escalation is None else self.escalation.to_dict(),
         }
 
     @classmethod
@@ -225,6 +234,7 @@ class RepetitionRecord:
             egress=_read(EgressRecord.from_dict, data.get("egress")),
             processes=_read(ProcessRecord.from_dict, data.get("processes")),
             trajectory=_read(TrajectoryRecord.from_dict, data.get("trajectory")),
+            escalation=_read(RepetitionRecord.from_dict, data.get("escalated")),
         )
 
 
@@ -253,6 +263,8 @@ class CampaignRecord:
     #: what the unchanged client showed (status) against what the task requires (must)
     baseline: dict[str, Any]
     repetitions: list[RepetitionRecord] = field(default_factory=list)
+    #: ``--escalate-cmd``: the second agent given the runs the first did not meet
+    escalate_command: str | None = None
 
     @property
     def met(self) -> int:
@@ -291,6 +303,10 @@ class CampaignRecord:
             return None
         return list(intervals.interval(self.met if k is None else k, self.total))
 
+    def interval_of(self, k: int, n: int) -> list[float]:
+        """The 95 % interval of k of n (an escalation tier's)."""
+        return list(intervals.interval(k, n))
+
     def upper_bound(self) -> float | None:
         """The one-sided 95 % upper bound on the true rate ("0 of 3 is compatible with a
         true rate up to 63 %")."""
@@ -321,6 +337,36 @@ class CampaignRecord:
             "pass_hat_k_estimator": PASS_HAT_K_ESTIMATOR,
         }
 
+    def tiers(self) -> dict[str, Any]:
+        """Verified successes per tier (1: the agent; 2: ``--escalate-cmd`` on the runs it
+        did not meet), each tier's agent time and tokens, and per verified success over
+        both (tokens None when any run's were unread)."""
+        runs = {
+            "1": list(self.repetitions),
+            "2": [r.escalation for r in self.repetitions if r.escalation is not None],
+        }
+        tiers: dict[str, Any] = {}
+        for tier, rows in runs.items():
+            tokens = [r.egress.tokens() if r.egress is not None else None for r in rows]
+            tiers[tier] = {
+                "runs": len(rows),
+                "met": sum(1 for r in rows if r.outcome == "met"),
+                "agent_s": round(sum(r.duration_s for r in rows), 3),
+                "tokens": None
+                if None in tokens
+                else sum(t["prompt"] + t["completion"] for t in tokens if t is not None),
+            }
+        met = tiers["1"]["met"] + tiers["2"]["met"]
+        spent = [tiers[t]["tokens"] for t in tiers]
+        return {
+            "tiers": tiers,
+            "verified_successes": met,
+            "agent_s_per_success": round((tiers["1"]["agent_s"] + tiers["2"]["agent_s"]) / met, 3)
+            if met
+            else None,
+            "tokens_per_success": None if not met or None in spent else round(sum(spent) / met),
+        }
+
     def duration_spread(self) -> dict[str, float] | None:
         values = [r.duration_s for r in self.repetitions]
         if not values:
@@ -340,6 +386,7 @@ class CampaignRecord:
                 "network": self.agent_network,
                 "environment": list(self.agent_env),
                 "budget_s": self.budget_s,
+                "escalate_command": self.escalate_command,
             },
             "requested": self.requested,
             "required": self.required,
@@ -356,6 +403,7 @@ class CampaignRecord:
             },
             **self.statistics(),
             "duration_s": self.duration_spread(),
+            "escalation": self.tiers(),
             "repetitions": [r.to_dict() for r in self.repetitions],
             "evidence": [{"item": item, "where": where} for item, where in EVIDENCE],
             "not_proven": list(NOT_PROVEN),
@@ -373,6 +421,7 @@ class CampaignRecord:
             agent_network=str(agent["network"]),
             agent_env=tuple(agent.get("environment") or ()),
             budget_s=float(agent["budget_s"]),
+            escalate_command=agent.get("escalate_command"),
             requested=int(data["requested"]),
             required=int(data["required"]),
             evaluation_id=str(data["evaluation_id"]),

@@ -206,10 +206,46 @@ def evidence_table() -> Table:
     )
 
 
+def _tokens(value: int | None) -> str:
+    return "unread" if value is None else f"{value:,}"
+
+
+def escalation_table(record: CampaignRecord) -> Table:
+    """Verified successes per tier, agent time and tokens per verified success, and what
+    the escalation cost (``--escalate-cmd``)."""
+    summary = record.tiers()
+    rows = []
+    for tier, name in (("1", "the agent"), ("2", "escalated (--escalate-cmd)")):
+        t = summary["tiers"][tier]
+        met = f"{t['met']}/{t['runs']}" if t["runs"] else "0/0"
+        bar = _interval(record.interval_of(t["met"], t["runs"])) if t["runs"] else "—"
+        rows.append([f"tier {tier}: {name}", met, bar, _seconds(t["agent_s"]),
+                     _tokens(t["tokens"])])  # fmt: skip
+    per_s = summary["agent_s_per_success"]
+    rows.append(["per verified success (both tiers)", str(summary["verified_successes"]), "",
+                 "—" if per_s is None else _seconds(per_s),
+                 _tokens(summary["tokens_per_success"])])  # fmt: skip
+    notes = [
+        f"r{r.index}: {r.outcome} → escalated: {r.escalation.outcome}; failed clauses: "
+        f"{', '.join(sorted(r.escalation.failed_clauses)) or 'none'}"
+        for r in record.repetitions
+        if r.escalation is not None
+    ]
+    notes.append(
+        "What escalation cost is tier 2's agent time and tokens; each escalated run got a "
+        "fresh workspace and the signed evidence package of the run it retried "
+        "(repetitions/rN/escalation-package), and was judged by the same gates."
+    )
+    return Table(["", "met", "95 % interval", "agent time", "tokens"], rows, notes=notes)
+
+
 def campaign_sections(record: CampaignRecord) -> list[tuple[str, Table | list[str]]]:
+    escalation = [] if record.escalate_command is None else [
+        ("Escalation", escalation_table(record))]  # fmt: skip
     return [
         ("Repetitions", repetition_table(record)),
         ("Aggregate", aggregate_table(record)),
+        *escalation,
         ("What the agent did", agent_table(record)),
         ("Trajectories", trajectory_table(record)),
         ("Evidence of every agent run", evidence_table()),
@@ -227,6 +263,23 @@ def campaign_lines(record: CampaignRecord) -> list[str]:
             f"patch {'—' if r.patch is None else r.patch.sha256[:16]}; "
             f"timing {_ratio(r.timing_ratio, r.timing_ratio_interval)}; A1 {r.agent_verdicts['A1']}"
         )
+        if r.escalation is not None:
+            e = r.escalation
+            lines.append(
+                f"      escalated: {e.outcome:<13} failed clauses: "
+                f"{', '.join(sorted(e.failed_clauses)) or 'none'}; agent {_seconds(e.duration_s)}"
+            )
     for clause, k in record.clause_counts().items():
         lines.append(f"  {clause}: {_k_of_n(k, record.total, record.interval(k))}")
+    if record.escalate_command is not None:
+        summary = record.tiers()
+        t1, t2 = summary["tiers"]["1"], summary["tiers"]["2"]
+        per_s = summary["agent_s_per_success"]
+        lines.append(
+            f"  verified successes: tier 1 {t1['met']}/{t1['runs']}, escalated {t2['met']}/"
+            f"{t2['runs']}; per verified success: agent "
+            f"{'—' if per_s is None else _seconds(per_s)}, tokens "
+            f"{_tokens(summary['tokens_per_success'])}; escalation cost: agent "
+            f"{_seconds(t2['agent_s'])}, tokens {_tokens(t2['tokens'])}"
+        )
     return lines

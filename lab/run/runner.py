@@ -90,8 +90,16 @@ class Runner:
         #: no pass or invocation starts after it
         self.cancelled = threading.Event()
         self.timeline = Timeline(self.timeline_path)
+        #: the processes this run started (set on ``__enter__``)
+        self.scope: procs.ProcessScope | None = None
+        self._scope_block: contextlib.AbstractContextManager[procs.ProcessScope]
 
     def __enter__(self) -> Runner:
+        # the processes this run starts (on this thread and its pass workers) are its own:
+        # stopping them must not stop others the lab runs beside it (an agent, when a
+        # snapshot is judged while it works)
+        self._scope_block = procs.process_scope()
+        self.scope = self._scope_block.__enter__()
         return self
 
     def __exit__(
@@ -100,9 +108,12 @@ class Runner:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        # Whatever happened (an error, Ctrl-C), no process the lab started outlives it.
-        procs.stop_all()
-        self.flush_timeline()
+        # Whatever happened (an error, Ctrl-C), no process this run started outlives it.
+        try:
+            procs.stop_all(scope=self.scope)
+            self.flush_timeline()
+        finally:
+            self._scope_block.__exit__(exc_type, exc, tb)
 
     # -- timeline --------------------------------------------------------------------------
 
@@ -207,7 +218,7 @@ class Runner:
         """Stop overlapping passes: none starts after this, every running process is stopped
         (the workers then close their own cells, cgroups and namespaces)."""
         self.cancelled.set()
-        procs.stop_all(grace_s=0.5)
+        procs.stop_all(grace_s=0.5, scope=self.scope)
 
     @contextlib.contextmanager
     def _cell(

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
+import contextvars
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -120,7 +121,11 @@ def run_ordered(
     returned (it must make them stop: cancel, kill their processes), then it is re-raised."""
     results: dict[int, R] = {}
     pool = cf.ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="lab-pass")
-    futures = {pool.submit(work, item): i for i, item in enumerate(items)}
+    # each worker runs in a copy of this thread's context: the processes it starts belong
+    # to the caller's process scope (lab.host.live)
+    futures = {
+        pool.submit(contextvars.copy_context().run, work, item): i for i, item in enumerate(items)
+    }
     try:
         for future in cf.as_completed(futures):
             index = futures[future]

@@ -24,7 +24,7 @@ from lab.campaign import in_image, workspace
 from lab.campaign.agent import agent_argv, run_agent
 from lab.campaign.conduct import CampaignOutcome
 from lab.campaign.outcome import after_judging, crashed
-from lab.campaign.records import agent_record
+from lab.campaign.records import agent_record, patch_record
 from lab.campaign.task import CampaignRequest
 from lab.errors import CampaignError, UsageError
 from lab.host import identity
@@ -145,6 +145,8 @@ def execute(
 def _settle(request: CampaignRequest, task: FixtureTask) -> tuple[int, int, float]:
     if request.shard is not None:
         raise UsageError("--shard is not available for a fixture task's campaign yet.")
+    if request.escalate_cmd is not None:
+        raise UsageError("--escalate-cmd is not available for a fixture task's campaign yet.")
     repetitions = request.repetitions or task.repetitions
     check_count(repetitions, "--repetitions")
     required = repetitions if request.require is None else request.require
@@ -217,26 +219,13 @@ def _repetition(
         capture = workspace.take(ws, rep_dir, log=run.log, built=".")
     finally:
         boxfs.remove_tree(scratch, log=sandbox.log)
-    patch = _patch_record(capture)
+    patch = patch_record(capture)
     rep = _judge(run, rep_dir, index, ws.baseline_commit, agent, patch, budget, say)
     (rep_dir / "repetition.json").write_text(
         json.dumps(rep.to_dict(), indent=2, sort_keys=True) + "\n"
     )
     say(f"Repetition {index}: {rep.outcome} — {rep.reason}")
     return rep
-
-
-def _patch_record(capture: workspace.Capture) -> PatchRecord:
-    return PatchRecord(
-        sha256=capture.patch_sha256,
-        bytes=capture.patch_bytes,
-        files_changed=capture.files_changed,
-        outside_native=capture.outside_native,
-        native_empty=capture.native_empty,
-        final_commit=capture.final_commit,
-        bundle_sha256=capture.bundle_sha256,
-        problem=capture.problem,
-    )
 
 
 def _judge(

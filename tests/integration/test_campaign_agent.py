@@ -24,7 +24,10 @@ import pytest
 from lab import _cli
 from lab.collectors.packets import PacketCapture
 from lab.collectors.strace import StraceCollector
+from lab.evidence.keys import PublicKey
+from lab.evidence.signing import verify_detached
 from lab.sandbox.netns import NETNS_DIR
+from lab.sandbox.user import default_name
 from tests.assets.model_stub import ModelStub
 from tests.conftest import ASSETS, require
 
@@ -81,7 +84,14 @@ def test_a1_passes_for_the_model_only_and_fails_for_the_stray(
     port = int(stub.address.rsplit(":", 1)[1])
     assert f"tcp 127.0.0.1:{port + 1}" in egress["disallowed"]  # another address
     assert any(d.startswith("udp ") and d.endswith(":53") for d in egress["disallowed"])  # DNS
+    # refused by the kernel before any packet existed: only the connect trace shows it
+    assert "connect 192.0.2.1:80" in egress["disallowed"]
+    unroutable = [c for c in egress["calls"] if c["address"] == "192.0.2.1:80"]
+    assert unroutable and unroutable[0]["ret"] == -101  # ENETUNREACH
+    first = json.loads((run_dir / "repetitions" / "r1" / "repetition.json").read_text())["egress"]
+    assert first["attempts"] and "went elsewhere" in first["why"]
     said = (run_dir / "repetitions" / "r2" / "agent.stdout").read_text()
+    assert "stray: an unroutable address: refused" in said
     assert "stray: a raw socket: refused ([Errno 1] Operation not permitted)" in said
     assert "A1 egress fail" in human and "A1 egress pass" in human
     for rep in ("r1", "r2"):
@@ -149,9 +159,10 @@ def test_nothing_the_agent_started_outlives_its_repetition(
 ) -> None:
     for pattern in ("model-agent.py", "sleep 313"):
         left = subprocess.run(
-            ["pgrep", "-u", "lab-client", "-f", pattern], capture_output=True, text=True
+            ["pgrep", "-u", default_name(), "-f", pattern], capture_output=True, text=True
         )
-        assert left.stdout.strip() == "", f"{pattern!r} outlived its repetition"
+        # 1: none matched (2 would be a user pgrep does not know: no evidence either way)
+        assert left.returncode == 1, f"{pattern!r} outlived its repetition: {left}"
     import os
 
     mine = [p.name for p in NETNS_DIR.glob(f"lab-{os.getpid()}-agent-*")]
@@ -200,13 +211,6 @@ def test_the_trajectory_marks_the_regression_and_the_plateau(tmp_path: Path) -> 
     assert "REGRESSION C1" in report and "plateau" in report
 
 
-@pytest.mark.xfail(
-    reason="known defect since the PID-namespace sandbox (issue 21) met the live plateau watch "
-    "(issue 23): while the watch judges snapshots in another thread, the agent's bwrap status "
-    "pipe is seen closed with no exit code (an fd closed by the other thread), so the agent "
-    "is taken as exited and killed after the linger grace, before any plateau is marked",
-    strict=False,
-)
 def test_stop_on_plateau_ends_the_repetition_as_plateaued(tmp_path: Path) -> None:
     agent = ASSETS / "agents" / "plateau-forever.sh"
     code, document, human = campaign(
@@ -222,6 +226,59 @@ def test_stop_on_plateau_ends_the_repetition_as_plateaued(tmp_path: Path) -> Non
     judged = record["trajectory"]["judged"]
     assert record["trajectory"]["plateau_at"] is not None and judged[-1]["plateau"] is True
     left = subprocess.run(
-        ["pgrep", "-u", "lab-client", "-f", "plateau-forever"], capture_output=True, text=True
+        ["pgrep", "-u", default_name(), "-f", "plateau-forever"], capture_output=True, text=True
     )
-    assert left.stdout.strip() == ""
+    assert left.returncode == 1 and left.stdout.strip() == "", left  # 1: none matched
+
+
+def test_a_plateau_is_escalated_and_the_second_agent_fixes_it_from_the_package(
+    tmp_path: Path,
+) -> None:
+    """The issue's "done when" for escalation: one agent plateaus on a wrong answer (C1,
+    C6 fail), the lab stops it, writes and signs the evidence package, and a second agent
+    fixes the task from it in a fresh workspace; both results judged by the same gates."""
+    agents = ASSETS / "agents"
+    code, document, human = campaign(
+        tmp_path,
+        "--agent-cmd", f"sh {agents / 'plateau-forever.sh'} {agents / 'skip-digest.sh'}",
+        "--escalate-cmd", f"sh {agents / 'escalated-fix.sh'}",
+        "--repetitions", "1", "--budget", "120", "--stop-on-plateau", "2", "--require", "1",
+    )  # fmt: skip
+    row = document["repetitions"][0]
+    assert row["outcome"] == "plateaued", human
+    assert sorted(row["failed_clauses"]) == ["C1", "C6"]
+    assert row["escalation"] == {"outcome": "met", "failed_clauses": []}, human
+    assert code == 1  # --require counts the agent's own runs (tier 1): 0 of 1
+    run_dir = Path(document["archive"]).with_suffix("").with_suffix("")
+    rep_dir = run_dir / "repetitions" / "r1"
+    package = rep_dir / "escalation-package"
+    sums = (package / "SHA256SUMS").read_bytes()
+    public = PublicKey.from_signify((package / "lab.pub").read_text(), what="lab.pub")
+    verify_detached(sums, (package / "SHA256SUMS.sig").read_text(), public, what="SHA256SUMS")
+    assert (
+        public.key_id
+        == PublicKey.from_signify((run_dir / "lab.pub").read_text(), what="pub").key_id
+    )
+    stop = json.loads((package / "stop.json").read_text())
+    assert stop["outcome"] == "plateaued" and "stopped on a plateau" in stop["reason"]
+    verification = json.loads((package / "verification.json").read_text())
+    assert verification["snapshots"] and all(
+        s["failed_clauses"] == ["C1", "C6"] for s in verification["snapshots"]
+    )
+    assert (package / "patches" / "final.patch").is_file()
+    assert (package / "patches" / f"s{verification['snapshots'][0]['snapshot']}.patch").is_file()
+    second = (rep_dir / "escalation" / "agent.stdout").read_text()
+    assert "first run: plateaued" in second and "failed in snapshots" in second
+    record = json.loads((rep_dir / "repetition.json").read_text())
+    assert record["escalated"]["outcome"] == "met"
+    assert (rep_dir / "escalation" / "judged").is_dir()
+    results = json.loads((run_dir / "results.json").read_text())["campaign"]
+    tiers = results["escalation"]["tiers"]
+    assert (tiers["1"]["met"], tiers["1"]["runs"], tiers["2"]["met"], tiers["2"]["runs"]) == (
+        0, 1, 1, 1,
+    )  # fmt: skip
+    assert results["escalation"]["verified_successes"] == 1
+    assert results["escalation"]["agent_s_per_success"] >= tiers["2"]["agent_s"] > 0
+    assert "escalated: met" in human and "escalation cost" in human
+    report = (run_dir / "report.md").read_text()
+    assert "Escalation" in report and "tier 2" in report

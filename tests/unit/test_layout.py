@@ -18,7 +18,6 @@ MAX_LINES = 450
 #: modules written before the cap was lowered from 550, with the length they may not exceed;
 #: the list only shrinks (split one, delete its line)
 LONG_MODULES: dict[str, int] = {
-    "lab/host/procs.py": 483,
     "lab/collectors/perf.py": 527,
     "lab/evidence/checks.py": 528,
     "lab/reports/charts.py": 530,

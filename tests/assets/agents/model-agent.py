@@ -42,6 +42,12 @@ def another_address() -> object:
     return socket.create_connection((host, int(port) + 1), timeout=2)
 
 
+def unroutable() -> object:
+    # TEST-NET-1: its namespace has no route there, so the kernel refuses the connect
+    # before any packet exists (only the connect trace can show it)
+    return socket.create_connection(("192.0.2.1", 80), timeout=2)
+
+
 def lookup() -> object:
     return socket.getaddrinfo("example.com", 443)
 
@@ -53,6 +59,7 @@ def raw_socket() -> object:
 if mode == "stray":
     for what, attempt in (
         ("another address", another_address),
+        ("an unroutable address", unroutable),
         ("a DNS lookup", lookup),
         ("a raw socket", raw_socket),
     ):
