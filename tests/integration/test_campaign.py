@@ -26,6 +26,7 @@ import pytest
 from lab import _cli, intervals
 from lab.collectors.strace import StraceCollector
 from lab.evidence.verify import verify_archive
+from lab.sandbox.user import default_name
 from tests.conftest import ASSETS, ROOT, require
 
 AGENTS = ASSETS / "agents"
@@ -118,9 +119,10 @@ def test_the_budget_stops_the_endless_agent_and_nothing_outlives_it(
     # the agent's own processes (the sandbox is shared: other runs may have clients alive)
     for pattern in ("sleep 3600", "forever.sh"):
         left = subprocess.run(
-            ["pgrep", "-u", "lab-client", "-f", pattern], capture_output=True, text=True
+            ["pgrep", "-u", default_name(), "-f", pattern], capture_output=True, text=True
         )
-        assert left.stdout.strip() == "", f"{pattern!r} outlived the campaign"
+        # 1: nothing matched (2 would be a user pgrep does not know: no check at all)
+        assert left.returncode == 1 and left.stdout.strip() == "", f"{pattern!r} outlived it"
     assert "still thinking" in (six[2] / "repetitions" / "r6" / "agent.stdout").read_text()
 
 

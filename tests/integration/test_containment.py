@@ -23,12 +23,13 @@ import pytest
 from lab.collectors.bpftrace import BpftraceSession
 from lab.model import ScenarioResult
 from lab.pipeline import RunOutcome, RunRequest, execute
+from lab.sandbox.user import default_name
 from tests.conftest import ROOT, require
 
 pytestmark = pytest.mark.usefixtures("sandbox_ready")
 
 CANDIDATE_SCENARIOS = ROOT / "scenarios" / "candidate"
-CLIENT_USER = "lab-client"
+CLIENT_USER = default_name()  # lab-client, or LAB_CLIENT_USER
 
 
 def run_hostile(

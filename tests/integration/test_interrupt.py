@@ -20,11 +20,12 @@ import pytest
 
 from lab.collectors.bpftrace import BpftraceSession
 from lab.collectors.strace import StraceCollector
+from lab.sandbox.user import default_name
 from tests.conftest import ROOT, require
 
 pytestmark = pytest.mark.usefixtures("sandbox_ready")
 
-CLIENT_USER = "lab-client"
+CLIENT_USER = default_name()  # lab-client, or LAB_CLIENT_USER
 LAB_RUN = [sys.executable, "-m", "lab", "run", "--all", "--collector", "strace", "--packets", "off"]
 
 
