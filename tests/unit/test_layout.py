@@ -19,7 +19,7 @@ MAX_LINES = 450
 #: the list only shrinks (split one, delete its line)
 LONG_MODULES: dict[str, int] = {
     "lab/host/procs.py": 483,
-    "lab/collectors/perf.py": 527,
+    "lab/collectors/perf.py": 480,
     "lab/evidence/checks.py": 528,
     "lab/reports/charts.py": 530,
     "lab/model/evaluation.py": 547,
