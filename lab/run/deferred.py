@@ -4,7 +4,9 @@ perf's ``collect`` only reads the files ``perf record`` left (``perf report`` wi
 unwinding, ``--stats``, ``annotate``): about 0.3 s of CPU an invocation, which used to run
 between one invocation and the next, one core idle. A perf pass now queues each
 invocation's ``collect`` here and runs the queue once its last invocation has ended, up to
-``workers`` at a time (each is a ``perf`` child process, so threads suffice).
+``workers`` at a time (each is a ``perf`` child process, so threads suffice): the number of
+cores, not ``--jobs``, which says how many *passes* may overlap; a run whose passes carry a
+packet capture has ``--jobs`` 1, and its perf passes are the ones that read the most.
 
 Why it stays sound: ``collect`` reads only ``ctx.out_dir`` and the exit record of the
 wrapped command, both final when the invocation ended; the queue is drained after the
