@@ -136,6 +136,9 @@ class ProcessCollector(ABC):
     #: exit statuses of the wrapped command that are not a tracer failure
     #: (None: the tracer passes the client's status through, so any status is accepted)
     accepted_status: ClassVar[tuple[int, ...] | None] = None
+    #: ``collect`` only reads the files the wrapped command left, so a phased run may call
+    #: it after the phase, several at once (``lab.run.deferred``)
+    deferrable: ClassVar[bool] = False
 
     @classmethod
     @abstractmethod

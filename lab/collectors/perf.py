@@ -29,22 +29,18 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from lab.collectors.base import CollectorOutput, InvocationContext, ProcessCollector
+from lab.collectors.perf_event import (
+    EventChoice,
+    _privileged,
+    choose_event,
+    paranoid_blocks,
+    read_paranoid,
+)
 from lab.errors import ToolMissingError
-from lab.host.capabilities import effective_capabilities
 from lab.host.procs import Completed, require_tool, run
 from lab.model import ObserverStatus
 from lab.model.observed import PerfSummary, PerfSymbol
 
-#: where the kernel exposes the AMD IBS op PMU (perf-amd-ibs(1))
-IBS_OP_DEVICE = Path("/sys/bus/event_source/devices/ibs_op")
-#: per-process (``-- COMMAND``) IBS sampling needs Linux 6.2 or later (perf-amd-ibs(1))
-IBS_PER_PROCESS_KERNEL = (6, 2)
-#: sampling period for ibs_op, the documented example value (perf-amd-ibs(1))
-IBS_PERIOD = 100_000
-#: cpu-clock sampling frequency; 999 rather than 1000 so the samples do not beat in lockstep
-#: with periodic 1 ms timers
-CPU_CLOCK_HZ = 999
-PARANOID_PATH = Path("/proc/sys/kernel/perf_event_paranoid")
 #: functions every C program runs through; they are never "the client's hot function"
 ENTRY_POINTS = frozenset(
     {"main", "_start", "__libc_start_main", "__libc_start_call_main", "__libc_start_main_impl"}
@@ -70,46 +66,6 @@ DATA_FILE = "perf.data"
 
 class PerfParseError(Exception):
     """perf's output lacks what the summary needs; the message is one sentence."""
-
-
-@dataclass(frozen=True)
-class EventChoice:
-    """Which event ``perf record`` samples, and why."""
-
-    #: the summary's name for it: "ibs_op" or "cpu-clock"
-    event: str
-    #: what ``perf record -e`` is given
-    perf_event: str
-    #: the sampling options that go with it
-    sampling: tuple[str, ...]
-    reason: str
-
-
-def _kernel_version(release: str) -> tuple[int, int]:
-    match = re.match(r"(\d+)\.(\d+)", release)
-    return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
-
-
-def choose_event(
-    ibs_device: Path = IBS_OP_DEVICE, kernel_release: str | None = None
-) -> EventChoice:
-    """``ibs_op`` where the CPU/kernel expose it for a single process, else ``cpu-clock``."""
-    release = kernel_release if kernel_release is not None else os.uname().release
-    cpu_clock = ("cpu-clock", ("-F", str(CPU_CLOCK_HZ)))
-    if not ibs_device.exists():
-        why = (
-            f"ibs_op is not exposed by this CPU/kernel ({ibs_device} absent); "
-            "using the software cpu-clock event"
-        )
-        return EventChoice("cpu-clock", cpu_clock[0], cpu_clock[1], why)
-    if _kernel_version(release) < IBS_PER_PROCESS_KERNEL:
-        why = (
-            f"ibs_op is exposed but kernel {release} predates per-process IBS sampling "
-            "(Linux 6.2); using the software cpu-clock event"
-        )
-        return EventChoice("cpu-clock", cpu_clock[0], cpu_clock[1], why)
-    why = f"ibs_op is exposed by this CPU/kernel ({ibs_device} present); sampling IBS ops"
-    return EventChoice("ibs_op", "ibs_op//", ("-c", str(IBS_PERIOD)), why)
 
 
 # ---------------------------------------------------------------------------------------
@@ -349,29 +305,22 @@ def summarize(
     )
 
 
-# ---------------------------------------------------------------------------------------
-# Privilege and probe
+def annotated_symbol(
+    report_text: str, symbol: str | None, client_names: Sequence[str]
+) -> str | None:
+    """The top client symbol when ``perf annotate`` has something to show for it, else None.
 
-
-def read_paranoid(path: Path = PARANOID_PATH) -> int | None:
-    try:
-        return int(path.read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def _privileged() -> bool:
-    caps = effective_capabilities()
-    return os.geteuid() == 0 or "CAP_PERFMON" in caps or "CAP_SYS_ADMIN" in caps
-
-
-def paranoid_blocks(paranoid: int | None, privileged: bool) -> bool:
-    """Does kernel.perf_event_paranoid forbid profiling our own child?
-
-    Root, CAP_PERFMON or CAP_SYS_ADMIN bypass it; up to 2 an unprivileged user may still
-    profile its own processes in user space; Debian's 3 forbids it.
+    ``perf annotate`` spreads a symbol's *self* samples over its instructions; a symbol whose
+    weight is all in its callees (``hash_file``, whose time is in libcrypto's SHA-256) has
+    none, and perf then prints only "has no samples" after reading the whole file (about
+    0.4 s of DWARF-sampled data per invocation): nothing of the evidence is lost by not
+    asking.
     """
-    return not privileged and paranoid is not None and paranoid > 2
+    if symbol is None:
+        return None
+    rows = parse_report(report_text).rows
+    own = [r for r in rows if r.symbol == symbol and r.dso in client_names and r.level == "."]
+    return symbol if any(r.self_pct > 0 for r in own) else None
 
 
 def _perf_env() -> dict[str, str]:
@@ -383,6 +332,8 @@ class PerfCollector(ProcessCollector):
     # perf record waits for its workload and exits with the workload's status (or dies of
     # the same signal), so every status is the client's.
     accepted_status: ClassVar[tuple[int, ...] | None] = None
+    # collect runs perf report/annotate on the perf.data the record left, nothing else
+    deferrable: ClassVar[bool] = True
 
     def __init__(self, *, choice: EventChoice | None = None) -> None:
         self.choice = choice if choice is not None else choose_event()
@@ -507,7 +458,9 @@ class PerfCollector(ProcessCollector):
             first = next((ln.strip() for ln in report_stderr.splitlines() if ln.strip()), "")
             tail = f" (perf said: {first})" if first else ""
             return CollectorOutput(self.name, None, artifacts=artifacts, error=f"{exc}{tail}")
-        symbol = summary.top_client_symbol
+        symbol = annotated_symbol(
+            _read(ctx.out_dir / REPORT_FILE), summary.top_client_symbol, names
+        )
         if symbol is not None:
             annotate = self._perf(
                 ctx,

@@ -44,6 +44,7 @@ from lab.model import (
     ScenarioResult,
 )
 from lab.run import phases
+from lab.run.deferred import Deferred, deferrable
 from lab.run.hostcell import HostCell
 from lab.run.invocation import (
     claim_lines,
@@ -55,7 +56,7 @@ from lab.run.invocation import (
 )
 from lab.run.phases import SharedSlot
 from lab.run.plan import Plan
-from lab.run.schedule import Cancelled, run_ordered
+from lab.run.schedule import Cancelled, default_jobs, run_ordered
 from lab.run.timeline import Timeline, client_rows, endpoint_rows
 from lab.run.timeline_sources import add_observed
 from lab.sandbox import Reservation, Sandbox
@@ -89,6 +90,7 @@ class Runner:
         #: set when the run is stopping (an error or an interrupt while passes overlap):
         #: no pass or invocation starts after it
         self.cancelled = threading.Event()
+        self.deferred: Deferred | None = None  # a perf pass's queue, drained at its end
         self.timeline = Timeline(self.timeline_path)
         #: the processes this run started (set on ``__enter__``)
         self.scope: procs.ProcessScope | None = None
@@ -267,7 +269,13 @@ class Runner:
         tag = f"{scenario.name}-r{rep}-{collector_name}"
         reserved = shared.reservation if shared is not None else None
         with self._cell(tag, scenario.invocations, reserved) as cell:
-            p = self._run_pass(scenario, rep, collector_name, seed, evidence, cell, shared)
+            # traced passes run alone, so one queue on the runner is this pass's (deferred.py)
+            queue = self.deferred = Deferred(default_jobs()) if deferrable(collector_name) else None
+            try:
+                p = self._run_pass(scenario, rep, collector_name, seed, evidence, cell, shared)
+                queue.finish() if queue else None  # in the box perf resolves symbols in
+            finally:
+                self.deferred = None
         p.wall_s = time.monotonic() - t0
         return p
 
@@ -504,7 +512,8 @@ class Runner:
                 endpoint.record("still-busy", why="connection still open 5 s after client exit")
         window.end = time.time()
         tracer_out: CollectorOutput | None = None
-        if tracer is not None and outcome.wrapper is not None:
+        later = self.deferred is not None and tracer is not None and tracer.deferrable
+        if tracer is not None and outcome.wrapper is not None and not later:
             tracer_out = tracer.collect(ctx, outcome.wrapper)
             if tracer_out.error is not None:
                 # A tracer that failed, crashed or hung taints its whole pass: the client
@@ -543,6 +552,8 @@ class Runner:
         ]
         if tracer_out is not None:
             record_output(inv, tracer_out)
+        elif later and tracer and outcome.wrapper and self.deferred:  # lab.run.deferred
+            self.deferred.add(tracer, ctx, outcome.wrapper, p, inv)
         for name, why in self.plan.unavailable.items():
             inv.missing.setdefault(name, why)
         return inv

@@ -18,7 +18,7 @@ MAX_LINES = 450
 #: modules written before the cap was lowered from 550, with the length they may not exceed;
 #: the list only shrinks (split one, delete its line)
 LONG_MODULES: dict[str, int] = {
-    "lab/collectors/perf.py": 527,
+    "lab/collectors/perf.py": 480,
     "lab/evidence/checks.py": 528,
     "lab/reports/charts.py": 530,
     "lab/model/evaluation.py": 547,

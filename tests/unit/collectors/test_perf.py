@@ -16,6 +16,7 @@ from lab.collectors.perf import (
     PerfCollector,
     PerfParseError,
     SymbolRow,
+    annotated_symbol,
     choose_event,
     paranoid_blocks,
     parse_report,
@@ -116,6 +117,17 @@ def test_native_client_hash_storm(assets: Path) -> None:
     summary = summarize(report_text, stats_text, CPU_CLOCK, ["backup-client"], stderr).to_dict()
     assert summary["top_client_symbol"] == "hash_file"
     assert len(summary["top_symbols"]) == 15
+
+
+def test_annotate_only_a_symbol_with_self_samples(assets: Path) -> None:
+    # busy_wait burns its own samples: perf annotate has instructions to show
+    spin = _case(assets, "native-busy-spin")[0]
+    assert annotated_symbol(spin, "busy_wait", ["backup-client"]) == "busy_wait"
+    # hash_file's weight is all in libcrypto: perf annotate would say "has no samples"
+    storm = _case(assets, "native-hash-storm")[0]
+    assert annotated_symbol(storm, "hash_file", ["backup-client"]) is None
+    assert annotated_symbol(storm, None, ["backup-client"]) is None
+    assert annotated_symbol(spin, "busy_wait", ["other-client"]) is None
 
 
 def test_wrong_client_name_finds_no_client_symbol(assets: Path) -> None:
