@@ -135,3 +135,22 @@ def record_output(inv: Invocation, out: CollectorOutput) -> None:
         inv.missing.pop(out.name, None)
     else:
         inv.missing[out.name] = out.error or f"{out.name} produced no summary"
+
+
+def attach_outputs(p: Pass, sessions: dict[str, dict[int, CollectorOutput] | str]) -> None:
+    """File a pass's session collectors' outputs (the capture, bpftrace) into its
+    invocations; a session that did not run, or recorded nothing for one, is missing there."""
+    for inv in p.invocations:
+        for name, outputs in sessions.items():
+            if isinstance(outputs, str):
+                inv.missing[name] = outputs
+                continue
+            out = outputs.get(inv.index)
+            if out is None:
+                inv.missing[name] = f"{name} recorded nothing for invocation {inv.index}"
+                continue
+            record_output(inv, out)
+            if name == p.collector and out.error is not None:
+                # the pass's own tracer failed: its evidence of the pass is incomplete,
+                # so the pass is kept as evidence but not judged
+                p.error = p.error or f"{name} failed: {out.error}"

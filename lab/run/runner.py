@@ -47,6 +47,7 @@ from lab.run import phases
 from lab.run.deferred import Deferred, deferrable
 from lab.run.hostcell import HostCell
 from lab.run.invocation import (
+    attach_outputs,
     claim_lines,
     client_argv,
     current_source_digest,
@@ -437,23 +438,8 @@ class Runner:
             return f"packet capture unavailable: {why}"
         return None
 
-    def attach_outputs(
-        self, p: Pass, sessions: dict[str, dict[int, CollectorOutput] | str]
-    ) -> None:
-        for inv in p.invocations:
-            for name, outputs in sessions.items():
-                if isinstance(outputs, str):
-                    inv.missing[name] = outputs
-                    continue
-                out = outputs.get(inv.index)
-                if out is None:
-                    inv.missing[name] = f"{name} recorded nothing for invocation {inv.index}"
-                    continue
-                record_output(inv, out)
-                if name == p.collector and out.error is not None:
-                    # the pass's own tracer failed: its evidence of the pass is incomplete,
-                    # so the pass is kept as evidence but not judged
-                    p.error = p.error or f"{name} failed: {out.error}"
+    #: the phases (lab.run.phases) file a shared session's outputs through the runner
+    attach_outputs = staticmethod(attach_outputs)
 
     def run_invocation(
         self,

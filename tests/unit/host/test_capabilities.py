@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lab.collectors import bpftrace, perf
+from lab.collectors import bpftrace, perf_event
 from lab.container import run as container
 from lab.host import capabilities, doctor
 from lab.host.capabilities import (
@@ -105,5 +105,5 @@ def test_effective_mask_and_names_from_a_status_file(tmp_path: Path) -> None:
 
 def test_one_table_for_every_user() -> None:
     assert doctor.CAPABILITY_NAMES is capabilities.CAPABILITY_NAMES
-    assert perf.effective_capabilities is capabilities.effective_capabilities
+    assert perf_event.effective_capabilities is capabilities.effective_capabilities
     assert bpftrace.effective_mask is capabilities.effective_mask
