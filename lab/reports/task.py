@@ -41,6 +41,14 @@ def calibration_lines(calibration: dict[str, Any] | None) -> list[str]:
     return out
 
 
+def limits_lines(limits: dict[str, Any] | None) -> list[str]:
+    """The bounds every verification command ran under (absent in older records)."""
+    if not limits:
+        return []
+    shown = ", ".join(f"{k} {v}" for k, v in sorted(limits.items()))
+    return ["", f"Limits of every verification command (part of the evaluation id): {shown}."]
+
+
 def evaluation_lines(evaluation: dict[str, Any]) -> list[str]:
     task = evaluation["task"]
     cand = evaluation["candidate"]
@@ -53,6 +61,7 @@ def evaluation_lines(evaluation: dict[str, Any]) -> list[str]:
         "",
     ]
     out += _clause_rows(evaluation.get("clauses", {}), task.get("requirements", {}))
+    out += limits_lines(evaluation.get("limits"))
     out += ["", "Files changed: " + (", ".join(cand["files_changed"]) or "none")]
     for finding in cand["findings"]:
         out.append(f"- finding: {finding}")
@@ -64,9 +73,11 @@ def evaluation_lines(evaluation: dict[str, Any]) -> list[str]:
         for cid, v in sorted(rep["verdicts"].items()):
             out.append(f"- {cid} {v['observed']}: {v['reason']}")
         for cid, c in sorted(rep["commands"].items()):
+            full = c.get("disk_full") or []
             out.append(
                 f"- command {cid}: exit {c['exit_status']}, {c['wall_s']} s"
                 + (", timed out" if c["timed_out"] else "")
+                + (f", filled its bounded {', '.join(full)} (ENOSPC)" if full else "")
             )
     out += [
         "",

@@ -219,21 +219,17 @@ class Sandbox:
             cell.close()
 
 
-def cell_dirs(scratch: Path, sandbox: Sandbox, *, bounded: bool = True) -> tuple[Path, Path, Path]:
+def cell_dirs(scratch: Path, sandbox: Sandbox) -> tuple[Path, Path, Path]:
     """The read-only box and the client user's writable home and /tmp, in ``scratch`` (for
-    a jailed run outside a pass cell: an agent, a build, a workload's harness). ``bounded``:
-    home and /tmp are bounded tmpfs mounts, as a client's (``lab.sandbox.boxfs``; remove
-    ``scratch`` with ``boxfs.remove_tree``); unbounded only where a verification command's
-    Go build cache is hard-linked into home from the run's warm copy (another file system)."""
+    a jailed run outside a pass cell: an agent, a build, a verification command, a
+    workload's harness): home and /tmp are bounded tmpfs mounts, as a client's
+    (``lab.sandbox.boxfs``; remove ``scratch`` with ``boxfs.remove_tree``)."""
     box, home, tmp = scratch / "box", scratch / "home", scratch / "tmp"
     box.mkdir(mode=0o755)
     box.chmod(0o755)
     for path in (home, tmp):
         path.mkdir(mode=0o700)
-        if bounded:
-            sandbox.bounded(path)
-        else:
-            os.chown(path, sandbox.user.uid, sandbox.user.gid)
+        sandbox.bounded(path)
     return box, home, tmp
 
 

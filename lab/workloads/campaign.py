@@ -13,6 +13,7 @@ patch and bundle kept whatever happened, and its result judged exactly as ``lab 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -120,8 +121,11 @@ def execute(
             budget_s=budget,
             requested=repetitions,
             required=required,
-            evaluation_id=manifest_digest({"task.yaml": task.sha256, **manifest(task.fixture_dir)}),
-            evaluation_options={"repetitions": task.eval_repetitions},
+            evaluation_id=evaluation_id(task, run.verifier.limits()),
+            evaluation_options={
+                "repetitions": task.eval_repetitions,
+                "limits": run.verifier.limits(),
+            },
             instrument_check={} if check is None else check.to_dict(),
             baseline={"must": "fail", "status": baseline["status"], "shown": True},
         )
@@ -139,6 +143,18 @@ def execute(
         campaign=record,
         run_dir=run.run_dir,
         archive=archive,
+    )
+
+
+def evaluation_id(task: FixtureTask, limits: dict[str, Any]) -> str:
+    """The task file, the fixture's files and every bound its commands run under, hashed."""
+    frozen = json.dumps(limits, sort_keys=True).encode()
+    return manifest_digest(
+        {
+            "task.yaml": task.sha256,
+            **manifest(task.fixture_dir),
+            "limits.json": hashlib.sha256(frozen).hexdigest(),
+        }
     )
 
 

@@ -192,6 +192,7 @@ def execute(request: TaskEvaluationRequest, *, say: Callable[[str], None]) -> Ta
         result = run.result({"mode": "evaluate-task", "repetitions": repetitions})
         document = judged.to_dict()
         document["baseline"] = baseline
+        document["limits"] = run.verifier.limits()
         lines = evaluation_lines(document)
         archive = write_task_run(
             result,
