@@ -197,7 +197,7 @@ class Sandbox:
             "limits": [e.to_dict() for e in self.run_group.enforcement],
             "tools": ["nsenter", "bwrap", "sh", "mount", "capsh", "lab-filter", "prlimit"],
             "syscall_filter": {
-                "refused": sorted(seccomp.refused_calls(self.filter).values()),
+                "refused": sorted(set(seccomp.refused_calls(self.filter).values())),
                 "action": "EPERM, each refusal logged by the kernel (SECCOMP_FILTER_FLAG_LOG)",
                 "observer": seccomp.OBSERVER,
             },

@@ -47,13 +47,15 @@ INSIDE = "/run/lab-filter"
 OBSERVER = "kernel audit log (/dev/kmsg)"
 KMSG = Path("/dev/kmsg")
 #: the kernel's audit record of a seccomp action
-_AUDIT = re.compile(r"audit: type=1326 .*?\buid=(\d+) .*?\bsyscall=(\d+) .*?\bcode=(0x[0-9a-f]+)")
+_AUDIT = re.compile(
+    r"audit: type=1326 .*?\buid=(\d+) .*?\barch=([0-9a-f]+) syscall=(\d+) .*?\bcode=(0x[0-9a-f]+)"
+)
 _SUPPRESSED = re.compile(r"kauditd_printk_skb: (\d+) callbacks suppressed")
 #: SECCOMP_RET_ERRNO, the action of every refusal (the audit code holds the action only)
 _ERRNO_ACTION = 0x50000
 _lock = threading.Lock()
 _built: dict[str, Path] = {}
-_listed: dict[Path, dict[int, str]] = {}
+_listed: dict[Path, dict[str, str]] = {}
 
 
 def source() -> Path:
@@ -100,8 +102,15 @@ def _build(src: Path, target: Path) -> None:
     staging.rename(target)
 
 
-def refused_calls(program: Path | None = None) -> dict[int, str]:
-    """System-call number -> name of every call the filter refuses on this machine."""
+def key(arch: str, number: int) -> str:
+    """A refused call's key: its audit architecture (hex, as the kernel writes it) and its
+    number in that architecture's table (int 0x80's numbers are not the 64-bit ones)."""
+    return f"{arch.lower()}:{number}"
+
+
+def refused_calls(program: Path | None = None) -> dict[str, str]:
+    """``key(arch, number)`` -> name of every call the filter refuses, in every system-call
+    table it covers on this machine (x86_64: the 64-bit one, int 0x80's and x32's)."""
     program = program or helper()
     with _lock:
         known = _listed.get(program)
@@ -110,11 +119,11 @@ def refused_calls(program: Path | None = None) -> dict[int, str]:
     done = procs.run(
         [str(program), "--list"], purpose="the filter's refused calls", timeout=30, capture=True
     )
-    table: dict[int, str] = {}
+    table: dict[str, str] = {}
     for line in (done.output or b"").decode("ascii", "replace").split("\n"):
-        name, _, number = line.partition(" ")
-        if number.strip().isdigit():
-            table[int(number)] = name
+        words = line.split(" ")
+        if len(words) == 3 and words[1].isdigit():
+            table[key(words[2], int(words[1]))] = words[0]
     with _lock:
         _listed[program] = table
     return table
@@ -150,17 +159,17 @@ class Refusals:
         }
 
 
-def parse(records: list[str], *, uid: int, names: dict[int, str]) -> Refusals:
+def parse(records: list[str], *, uid: int, names: dict[str, str]) -> Refusals:
     """The refusals of ``uid`` among kernel log records (``PRIO,SEQ,USEC,FLAGS;TEXT``)."""
     found = Refusals(observed=True)
     for record in records:
         text = record.partition(";")[2] or record
         hit = _AUDIT.search(text)
         if hit is not None and int(hit.group(1)) == uid:
-            if int(hit.group(3), 16) & 0x7FFF0000 != _ERRNO_ACTION:
+            if int(hit.group(4), 16) & 0x7FFF0000 != _ERRNO_ACTION:
                 continue
-            number = int(hit.group(2))
-            name = names.get(number, f"syscall {number}")
+            arch, number = hit.group(2), int(hit.group(3))
+            name = names.get(key(arch, number), f"syscall {number} (arch {arch})")
             found.calls[name] = found.calls.get(name, 0) + 1
             found.raw.append(text)
         elif (quiet := _SUPPRESSED.search(text)) is not None:
@@ -184,7 +193,7 @@ class KmsgWatch:
         os.lseek(fd, 0, os.SEEK_END)
         return cls(fd, None)
 
-    def collect(self, *, uid: int, names: dict[int, str]) -> Refusals:
+    def collect(self, *, uid: int, names: dict[str, str]) -> Refusals:
         """The client user's refusals since ``open``; closes the watch."""
         if self._fd is None:
             return Refusals(observed=False, reason=self._problem)

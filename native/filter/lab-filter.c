@@ -1,7 +1,8 @@
 /* lab-filter: the sandbox's system-call filter (lab/sandbox/seccomp.py).
  *
  *   lab-filter PROGRAM [ARG...]   refuse the calls below, then exec PROGRAM
- *   lab-filter --list             print "NAME NUMBER" of each refused call on this machine
+ *   lab-filter --list             print "NAME NUMBER ARCH" of each refused call (ARCH: the
+ *                                 audit architecture, hex, as in the kernel's records)
  *
  * Each call in REFUSED returns -1 with errno EPERM and never reaches the kernel's handler.
  * The filter is loaded with SECCOMP_FILTER_FLAG_LOG (libseccomp's SCMP_FLTATR_CTL_LOG), so
@@ -17,6 +18,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <seccomp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -34,13 +36,32 @@ static const char *const REFUSED[] = {
     NULL,
 };
 
+/* The architectures the filter covers: the native one and the others this CPU can run
+ * system calls of (x86_64: the 32-bit int 0x80 table and x32), so that a call refused by
+ * name is refused through every table, never bypassed through another one. */
+static int arches(uint32_t out[3])
+{
+    int n = 0;
+    out[n++] = seccomp_arch_native();
+    if (out[0] == SCMP_ARCH_X86_64) {
+        out[n++] = SCMP_ARCH_X86;
+        out[n++] = SCMP_ARCH_X32;
+    } else if (out[0] == SCMP_ARCH_AARCH64) {
+        out[n++] = SCMP_ARCH_ARM;
+    }
+    return n;
+}
+
 static int list(void)
 {
-    for (const char *const *name = REFUSED; *name; name++) {
-        int nr = seccomp_syscall_resolve_name(*name);
-        if (nr != __NR_SCMP_ERROR && nr >= 0)
-            printf("%s %d\n", *name, nr);
-    }
+    uint32_t arch[3];
+    int count = arches(arch);
+    for (int a = 0; a < count; a++)
+        for (const char *const *name = REFUSED; *name; name++) {
+            int nr = seccomp_syscall_resolve_name_arch(arch[a], *name);
+            if (nr != __NR_SCMP_ERROR && nr >= 0)
+                printf("%s %d %x\n", *name, nr, arch[a]);
+        }
     return fflush(stdout) == 0 ? 0 : FAILED;
 }
 
@@ -50,6 +71,13 @@ static int load(void)
     if (ctx == NULL)
         return -ENOMEM;
     int rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_LOG, 1);
+    uint32_t arch[3];
+    int count = arches(arch);
+    for (int a = 1; rc == 0 && a < count; a++) {
+        rc = seccomp_arch_add(ctx, arch[a]);
+        if (rc == -EEXIST)
+            rc = 0;
+    }
     for (const char *const *name = REFUSED; rc == 0 && *name; name++) {
         int nr = seccomp_syscall_resolve_name(*name);
         if (nr != __NR_SCMP_ERROR && nr >= 0)

@@ -39,6 +39,8 @@ def test_each_forbidden_call_is_refused_and_recorded_by_the_kernel(
     assert len(said) == len(TRIED), said
     for line in said:  # the client's own account, for the record: every one refused
         assert "returned -1 (Operation not permitted)" in line, line
+    compat = [str(e["detail"]) for e in events(outcome) if e.get("event") == "forbidden-call-32"]
+    assert compat == ["mount (int 0x80) returned -1"], compat  # -EPERM, refused there too
     inv = only(outcome).passes[0].invocations[0]
     assert inv.sandbox is not None and inv.sandbox.refused is not None
     refused = inv.sandbox.refused
@@ -49,6 +51,9 @@ def test_each_forbidden_call_is_refused_and_recorded_by_the_kernel(
         assert seen == set(TRIED), refused
     assert seen and seen <= set(TRIED), refused
     assert all("type=1326" in line for line in refused["raw"])
+    if refused["suppressed"] == 0:  # both mounts: the 64-bit one and int 0x80's
+        assert refused["calls"]["mount"] == 2, refused
+        assert any("arch=40000003 syscall=21 " in line for line in refused["raw"]), refused
     # the backup itself was correct: judged on its clauses, not failed for the attempts
     assert verdicts(outcome)["C1"] == "pass"
     results = json.loads((outcome.run_dir / "results.json").read_text())

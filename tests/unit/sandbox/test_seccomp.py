@@ -12,14 +12,19 @@ from lab.reports.scenario import refused_text
 from lab.sandbox import seccomp
 from tests.conftest import require
 
-NAMES = {250: "keyctl", 101: "ptrace", 165: "mount"}
+NAMES = {
+    "c000003e:250": "keyctl",
+    "c000003e:101": "ptrace",
+    "c000003e:165": "mount",
+    "40000003:21": "mount",
+}
 
 
-def record(seq: int, uid: int, syscall: int, code: str = "0x50000") -> str:
+def record(seq: int, uid: int, syscall: int, code: str = "0x50000", arch: str = "c000003e") -> str:
     return (
         f"5,{seq},19322833502,-;audit: type=1326 audit(1796228781.950:{seq}): auid=4294967295 "
         f'uid={uid} gid={uid} ses=4294967295 pid=13845 comm="client" exe="/box/client" '
-        f"sig=0 arch=c000003e syscall={syscall} compat=0 ip=0x7f9050348829 code={code}"
+        f"sig=0 arch={arch} syscall={syscall} compat=0 ip=0x7f9050348829 code={code}"
     )
 
 
@@ -31,17 +36,21 @@ def test_the_client_users_refusals_are_counted_and_kept_verbatim() -> None:
         record(4, 1000, 165),  # another user's (another engineer's client, say)
         record(5, 989, 165, code="0x7ffc0000"),  # a log action, not a refusal
         record(6, 989, 999),  # a number the table does not name
+        record(9, 989, 21, arch="40000003"),  # mount through int 0x80 (the 32-bit table)
         "4,7,19322833600,-;kauditd_printk_skb: 12 callbacks suppressed",
         "6,8,19322833700,-;lo: entered promiscuous mode",
     ]
     found = seccomp.parse(lines, uid=989, names=NAMES)
-    assert found.observed and found.calls == {"keyctl": 2, "ptrace": 1, "syscall 999": 1}
-    assert found.total == 4 and found.suppressed == 12
+    assert found.observed and found.calls == {
+        "keyctl": 2, "ptrace": 1, "mount": 1, "syscall 999 (arch c000003e)": 1
+    }  # fmt: skip
+    assert found.total == 5 and found.suppressed == 12
     assert found.raw[0].startswith("audit: type=1326") and "uid=989" in found.raw[0]
     row = found.to_dict()
-    assert row["observer"] == seccomp.OBSERVER and row["total"] == 4
+    assert row["observer"] == seccomp.OBSERVER and row["total"] == 5
     assert refused_text(row) == (
-        "keyctl x2, ptrace x1, syscall 999 x1 (and 12 record(s) the kernel dropped)"
+        "keyctl x2, mount x1, ptrace x1, syscall 999 (arch c000003e) x1 "
+        "(and 12 record(s) the kernel dropped)"
     )
 
 
@@ -75,6 +84,7 @@ def test_the_filter_builds_and_lists_what_it_refuses() -> None:
     require("sandbox", have, "no C compiler or libseccomp-dev here (the sandbox needs both)")
     table = seccomp.refused_calls(seccomp.helper())
     named = set(table.values())
+    assert seccomp.key("c000003e", 165) in table or "aarch64" in os.uname().machine
     wanted = {"ptrace", "keyctl", "bpf", "perf_event_open", "mount", "unshare", "userfaultfd"}
     assert wanted <= named
     assert len(seccomp.source_digest()) == 64
