@@ -62,16 +62,27 @@ def source() -> Path:
     return resources.path("native/filter/lab-filter.c")
 
 
+def _source_bytes() -> bytes:
+    src = source()
+    try:
+        return src.read_bytes()
+    except OSError as exc:
+        raise SandboxError(
+            f"the sandbox's system-call filter source {src} cannot be read ({exc.strerror}); "
+            "this installation of the lab is incomplete: reinstall it (or rebuild the image)."
+        ) from None
+
+
 def source_digest() -> str:
     """The filter's source, hashed (part of every evaluation id: ``SandboxSettings``)."""
-    return hashlib.sha256(source().read_bytes()).hexdigest()
+    return hashlib.sha256(_source_bytes()).hexdigest()
 
 
 def helper() -> Path:
     """The built filter program (compiled with ``cc … -lseccomp`` on first use); raises
     SandboxError naming what is missing when it cannot be built."""
     src = source()
-    digest = hashlib.sha256(src.read_bytes()).hexdigest()[:16]
+    digest = hashlib.sha256(_source_bytes()).hexdigest()[:16]
     with _lock:
         if digest in _built and _built[digest].is_file():
             return _built[digest]

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
+import pytest
+
+from lab.errors import SandboxError
 from lab.evaluate.verdicts import client_contract
 from lab.model.invocation import SandboxRecord
 from lab.reports.scenario import refused_text
@@ -88,3 +92,11 @@ def test_the_filter_builds_and_lists_what_it_refuses() -> None:
     wanted = {"ptrace", "keyctl", "bpf", "perf_event_open", "mount", "unshare", "userfaultfd"}
     assert wanted <= named
     assert len(seccomp.source_digest()) == 64
+
+
+def test_a_missing_filter_source_is_one_sentence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(seccomp, "source", lambda: tmp_path / "lab-filter.c")
+    with pytest.raises(SandboxError, match=r"cannot be read .*reinstall it"):
+        seccomp.source_digest()
