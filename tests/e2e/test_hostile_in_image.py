@@ -122,3 +122,22 @@ def test_the_timing_round_detector_finds_none_in_the_image(
     assert candidate.get("failed_rounds", 0) == 0, candidate
     assert timing["ratio"]["first_backup_wall"] is not None
     assert results["evaluation"]["clauses"]["C1"]["fail"] == 0
+
+
+def test_forbidden_calls_are_refused_and_observed_in_the_image(
+    hostile: dict[str, Path], tmp_path: Path
+) -> None:
+    results, _ = _evaluate(hostile["forbidden-calls"], tmp_path)
+    refused = [
+        inv["sandbox"]["refused"]
+        for inv in _invocations(results)
+        if inv["sandbox"].get("refused") and inv["sandbox"]["refused"]["calls"]
+    ]
+    # the kernel's audit log, read from /dev/kmsg in the container, saw the refusals
+    assert refused, "no refusal was observed in the image"
+    assert all(r["observed"] for r in refused)
+    assert {"keyctl", "ptrace"} & set().union(*(r["calls"] for r in refused))
+    contract = results["evaluation"]["client_contract"]
+    assert not contract["honoured"]
+    assert any("the sandbox refuses" in v["problem"] for v in contract["violations"])
+    assert results["evaluation"]["clauses"]["C1"]["fail"] == 0  # its backups were correct
