@@ -41,7 +41,7 @@ from lab.errors import CampaignError
 from lab.evaluate.candidate import MakeRunner
 from lab.host import procs
 from lab.model.egress import parse_network
-from lab.sandbox import Outcome, Sandbox, boxfs, cell_dirs
+from lab.sandbox import Outcome, Sandbox, boxfs, cell_dirs, seccomp
 from lab.sandbox import netns as netns_mod
 from lab.sandbox.cgroup import opaque_name
 from lab.sandbox.jail import JailSpec, jail_argv, resolv_conf_text
@@ -179,6 +179,7 @@ def run_agent(
             tmp=tmp,
             resolv_conf=resolv,
             join_files=tuple(group.join_files()),
+            filter=sandbox.filter,
             nproc=sandbox.nproc_fallback(),
             masked=sandbox.masked,
             workdir=workspace,
@@ -188,6 +189,7 @@ def run_agent(
             processes.open(group.v2)
         out = LineEcho(f"[r{repetition}]", echo)
         err = LineEcho(f"[r{repetition} err]", echo)
+        watch = seccomp.KmsgWatch.open()
         outcome = supervise(
             argv_for=lambda fd: jail_argv(spec, argv, status_fd=fd),
             group=group,
@@ -203,6 +205,7 @@ def run_agent(
         )
         out.flush()
         err.flush()
+        outcome.refused = sandbox.refusals(watch)
         return outcome
     finally:
         group.kill()

@@ -49,6 +49,7 @@ COLLECTOR_CAPABILITIES: tuple[str, ...] = (
     "SYS_CHROOT",  # bwrap: chroot into the client's new root after pivot_root
     "SETPCAP",  # capsh: drop every capability from the client's bounding set
     "SYS_PTRACE",  # strace -yy: read /proc/PID/fd of the client, which runs as lab-client
+    "SYSLOG",  # /dev/kmsg where dmesg_restrict is set: the filter's refusals (seccomp.py)
 )
 #: capabilities that Docker Engine before 20.10.?? / runc without them reject by name
 NEWER_CAPABILITIES = ("BPF", "PERFMON")
@@ -64,6 +65,10 @@ KERNEL_MOUNTS: tuple[tuple[str, bool], ...] = (
     # with --cgroupns host the ids bpftrace sees are the ones the lab writes
     ("/sys/fs/cgroup", False),
 )
+
+
+#: the kernel's log, where the sandbox's system-call filter has its refusals recorded
+KMSG = "/dev/kmsg"
 
 
 @dataclass(frozen=True)
@@ -111,6 +116,8 @@ def run_argv(
             argv += ["--cap-add", cap]
         argv += ["--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined"]
     argv += kernel_mounts(exists)
+    if exists(KMSG):  # the kernel's audit records of the sandbox filter's refusals, read only
+        argv += ["--device", f"{KMSG}:{KMSG}:r"]
     argv += ["-v", f"{options.artifacts}:{CONTAINER_ARTIFACTS}"]
     for host, inside in options.mounts:
         argv += ["-v", f"{host}:{inside}:ro"]

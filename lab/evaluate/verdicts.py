@@ -95,6 +95,7 @@ def client_contract(results: list[ScenarioResult]) -> ClientContract:
         for problem in [
             *inv.claim.contract_violations,
             *_lingering(inv.sandbox.lingering_count if inv.sandbox else 0),
+            *_refused(inv.sandbox.refused_calls if inv.sandbox else {}),
         ]
     ]
     return ClientContract(
@@ -109,6 +110,18 @@ def _lingering(count: int) -> list[str]:
     if not count:
         return []
     return [f"left {count} process(es) running after it exited (they were killed)"]
+
+
+def _refused(calls: dict[str, int]) -> list[str]:
+    """The sandbox's filter refused calls a backup client never needs (lab.sandbox.seccomp);
+    the kernel's audit log saw each one, outside the client."""
+    if not calls:
+        return []
+    shown = ", ".join(f"{name} x{count}" for name, count in sorted(calls.items()))
+    return [
+        f"made {sum(calls.values())} system call(s) the sandbox refuses ({shown}; seen by the "
+        "kernel audit log)"
+    ]
 
 
 def instrument_check(results: list[ScenarioResult]) -> InstrumentCheck:

@@ -62,6 +62,8 @@ ENGINE_TOOLS: tuple[str, ...] = ("docker", "dockerd")
 HEADER_PACKAGES: dict[str, str] = {
     "/usr/include/openssl/evp.h": "libssl-dev",
     "/usr/include/stdio.h": "libc6-dev",
+    # the sandbox's system-call filter (native/filter/lab-filter.c, lab/sandbox/seccomp.py)
+    "/usr/include/seccomp.h": "libseccomp-dev",
 }
 
 #: font file -> the Debian package that provides it (the PDF report embeds these TrueType

@@ -56,6 +56,17 @@ class SandboxRecord:
     #: inodes used, the bounds, whether it was full: lab.sandbox.boxfs.DiskUse); None where
     #: it could not be read; empty without a sandbox
     disk: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    #: the system calls the sandbox's filter refused (``lab.sandbox.seccomp.Refusals``:
+    #: observer, observed, reason, calls, total, suppressed, raw); None where no watch was
+    #: kept (no sandbox, records before the filter)
+    refused: dict[str, Any] | None = None
+
+    @property
+    def refused_calls(self) -> dict[str, int]:
+        """Refused call -> count, as observed (empty when none or not observed)."""
+        if not self.refused or not self.refused.get("observed"):
+            return {}
+        return {str(k): int(v) for k, v in (self.refused.get("calls") or {}).items()}
 
     def to_dict(self) -> dict[str, Any]:
         row: dict[str, Any] = {
@@ -74,6 +85,8 @@ class SandboxRecord:
         }
         if self.disk:  # absent without a sandbox (and in records before the bound)
             row["disk"] = {k: None if v is None else dict(v) for k, v in sorted(self.disk.items())}
+        if self.refused is not None:
+            row["refused"] = dict(self.refused)
         return row
 
     @classmethod
@@ -98,6 +111,9 @@ class SandboxRecord:
                 str(k): None if v is None else dict(mapping(v, "sandbox.disk"))
                 for k, v in mapping(data.get("disk") or {}, "sandbox.disk").items()
             },
+            refused=None
+            if data.get("refused") is None
+            else dict(mapping(data["refused"], "sandbox.refused")),
         )
 
 

@@ -70,6 +70,20 @@ def records_note(scenario: ScenarioResult) -> str:
     )
 
 
+def refused_text(refused: Mapping[str, Any] | None) -> str:
+    """The sandbox's record of refused system calls, as recorded (lab.sandbox.seccomp)."""
+    if refused is None:
+        return "not recorded"
+    if not refused.get("observed"):
+        return f"not observed: {refused.get('reason') or 'no observer'}"
+    calls = refused.get("calls") or {}
+    if not calls:
+        return "none"
+    shown = ", ".join(f"{name} x{count}" for name, count in sorted(calls.items()))
+    lost = refused.get("suppressed") or 0
+    return shown + (f" (and {lost} record(s) the kernel dropped)" if lost else "")
+
+
 def completion_text(completion: Mapping[str, Any] | None) -> str:
     """The completion event as words ("status ok"; "status failed, reason: ..."), never as
     JSON; the event verbatim is in results.json."""
@@ -111,6 +125,8 @@ def client_table(scenario: ScenarioResult) -> Table:
             ("; ".join(i.claim.contract_violations) or "none" for i in invs),
         ),
     ]
+    if any(i.sandbox.refused is not None for i in invs):
+        rows.append(row("system calls refused", (refused_text(i.sandbox.refused) for i in invs)))
     return Table(_header(scenario, "client claim"), rows)
 
 

@@ -144,6 +144,24 @@ def _signing(document: Mapping[str, Any]) -> list[Block]:
     return out
 
 
+def limits_text(limits: Mapping[str, Any] | None) -> list[Block]:
+    """The bounds every verification command ran under (absent in older records)."""
+    if not limits:
+        return []
+    shown = ", ".join(f"{k} {v}" for k, v in sorted(limits.items()))
+    return [Text(f"Limits of every verification command (part of the evaluation id): {shown}.")]
+
+
+def command_line(cid: str, c: Mapping[str, Any]) -> str:
+    """One verification command's record in words: exit, wall time, time-out, a full disk."""
+    full = c.get("disk_full") or []
+    return (
+        f"command {cid}: exit {c['exit_status']}, {c['wall_s']} s"
+        + (", timed out" if c["timed_out"] else "")
+        + (f", filled its bounded {', '.join(full)} (ENOSPC)" if full else "")
+    )
+
+
 def evaluation_outline(document: Mapping[str, Any]) -> list[Section]:
     evaluation = document["evaluation"]
     task, cand = evaluation["task"], evaluation["candidate"]
@@ -162,6 +180,7 @@ def evaluation_outline(document: Mapping[str, Any]) -> list[Section]:
             ),
             widths(34, 200, 50, 30, 50),
         ),
+        *limits_text(evaluation.get("limits")),
         Text("Files changed: " + (", ".join(cand["files_changed"]) or "none")),
     ]
     if cand["findings"]:
@@ -170,11 +189,7 @@ def evaluation_outline(document: Mapping[str, Any]) -> list[Section]:
     reps: list[Block] = []
     for rep in evaluation["repetitions"]:
         lines = [f"{c} {v['observed']}: {v['reason']}" for c, v in sorted(rep["verdicts"].items())]
-        lines += [
-            f"command {cid}: exit {c['exit_status']}, {c['wall_s']} s"
-            + (", timed out" if c["timed_out"] else "")
-            for cid, c in sorted(rep["commands"].items())
-        ]
+        lines += [command_line(cid, c) for cid, c in sorted(rep["commands"].items())]
         reps += [Text(f"Repetition r{rep['index']}", "strong"), Bullets(tuple(lines))]
     return [
         Section("Verdict", 0, verdict),

@@ -124,6 +124,7 @@ def sandbox_record(outcome: Outcome, cell: Any, index: int) -> SandboxRecord:
         stderr=outcome.stderr.to_dict() if outcome.stderr is not None else {},
         error=outcome.sandbox_error,
         disk={k: None if v is None else v.to_dict() for k, v in outcome.disk.items()},
+        refused=None if outcome.refused is None else outcome.refused.to_dict(),
     )
 
 

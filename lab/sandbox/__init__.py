@@ -33,7 +33,7 @@ from typing import Any
 
 from lab.errors import SandboxError
 from lab.host import procs
-from lab.sandbox import boxfs
+from lab.sandbox import boxfs, seccomp
 from lab.sandbox import netns as netns_mod
 from lab.sandbox.boxfs import DiskUse
 from lab.sandbox.cgroup import CgroupTree, InvocationGroup, Limits, RunGroup, opaque_name
@@ -71,6 +71,8 @@ class SandboxSettings:
     def to_dict(self) -> dict[str, Any]:
         return {
             **self.limits.to_dict(),
+            # the system-call filter every invocation runs under (lab.sandbox.seccomp)
+            "syscall_filter_sha256": seccomp.source_digest(),
             "linger_grace_s": self.linger_grace_s,
             "output_head_bytes": self.output_head,
             "output_tail_bytes": self.output_tail,
@@ -88,8 +90,11 @@ class Sandbox:
         settings: SandboxSettings,
         log: procs.CommandLog | None,
         masked: Sequence[Path] = (),
+        filter_program: Path | None = None,
     ) -> None:
         self.user = user
+        #: the built system-call filter every invocation runs under (lab.sandbox.seccomp)
+        self.filter = filter_program or seccomp.helper()
         self.run_group = run_group
         self.settings = settings
         self.log = log
@@ -125,9 +130,17 @@ class Sandbox:
                 "escaped; stop them before running the lab."
             )
         netns_mod.sweep_stale(log)
+        filter_program = seccomp.helper()  # SandboxError naming libseccomp-dev
         tree = CgroupTree.discover()
         group = tree.run_group(run_id, settings.limits)
-        return cls(user=user, run_group=group, settings=settings, log=log, masked=masked)
+        return cls(
+            user=user,
+            run_group=group,
+            settings=settings,
+            log=log,
+            masked=masked,
+            filter_program=filter_program,
+        )
 
     def close(self) -> None:
         self.run_group.remove()
@@ -182,8 +195,17 @@ class Sandbox:
             "settings": self.settings.to_dict(),
             "cgroup": str(self.run_group.v2),
             "limits": [e.to_dict() for e in self.run_group.enforcement],
-            "tools": ["nsenter", "bwrap", "sh", "mount", "capsh", "prlimit"],
+            "tools": ["nsenter", "bwrap", "sh", "mount", "capsh", "lab-filter", "prlimit"],
+            "syscall_filter": {
+                "refused": sorted(set(seccomp.refused_calls(self.filter).values())),
+                "action": "EPERM, each refusal logged by the kernel (SECCOMP_FILTER_FLAG_LOG)",
+                "observer": seccomp.OBSERVER,
+            },
         }
+
+    def refusals(self, watch: seccomp.KmsgWatch) -> seccomp.Refusals:
+        """What the filter refused the client user since ``watch`` was opened."""
+        return watch.collect(uid=self.user.uid, names=seccomp.refused_calls(self.filter))
 
     def bounded(self, path: Path) -> None:
         """Make ``path`` (an empty directory) a bounded tmpfs owned by the client user."""
@@ -219,21 +241,17 @@ class Sandbox:
             cell.close()
 
 
-def cell_dirs(scratch: Path, sandbox: Sandbox, *, bounded: bool = True) -> tuple[Path, Path, Path]:
+def cell_dirs(scratch: Path, sandbox: Sandbox) -> tuple[Path, Path, Path]:
     """The read-only box and the client user's writable home and /tmp, in ``scratch`` (for
-    a jailed run outside a pass cell: an agent, a build, a workload's harness). ``bounded``:
-    home and /tmp are bounded tmpfs mounts, as a client's (``lab.sandbox.boxfs``; remove
-    ``scratch`` with ``boxfs.remove_tree``); unbounded only where a verification command's
-    Go build cache is hard-linked into home from the run's warm copy (another file system)."""
+    a jailed run outside a pass cell: an agent, a build, a verification command, a
+    workload's harness): home and /tmp are bounded tmpfs mounts, as a client's
+    (``lab.sandbox.boxfs``; remove ``scratch`` with ``boxfs.remove_tree``)."""
     box, home, tmp = scratch / "box", scratch / "home", scratch / "tmp"
     box.mkdir(mode=0o755)
     box.chmod(0o755)
     for path in (home, tmp):
         path.mkdir(mode=0o700)
-        if bounded:
-            sandbox.bounded(path)
-        else:
-            os.chown(path, sandbox.user.uid, sandbox.user.gid)
+        sandbox.bounded(path)
     return box, home, tmp
 
 
@@ -358,6 +376,7 @@ class PassCell:
             tmp=self.tmp(),
             resolv_conf=self.box / "resolv.conf",
             join_files=tuple(self.group(index).join_files()),
+            filter=self.sandbox.filter,
             nproc=self.sandbox.nproc_fallback(),
             masked=self.sandbox.masked,
         )
@@ -375,6 +394,7 @@ class PassCell:
     ) -> Outcome:
         spec = self.spec(index)
         settings = self.sandbox.settings
+        watch = seccomp.KmsgWatch.open()
         outcome = supervise(
             argv_for=lambda fd: wrap(jail_argv(spec, client_argv, status_fd=fd)),
             group=self.group(index),
@@ -388,6 +408,7 @@ class PassCell:
             tail=settings.output_tail,
         )
         outcome.disk = self.disk_use()
+        outcome.refused = self.sandbox.refusals(watch)
         return outcome
 
     def source_changed(self, digest_before: str) -> bool:

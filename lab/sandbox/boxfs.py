@@ -10,6 +10,7 @@ gets ENOSPC; the host's disk never sees a byte of it. What is in use after each 
 read with ``statvfs`` (``usage``) and recorded.
 
     mount_bounded(path, size=256 << 20, inodes=65536, uid=uid, gid=gid, log=log)
+    mount_layered(cache, lower=warm, rw=bounded_dir, log=log)   # reads warm, writes bounded
     usage(path)                         # DiskUse(bytes_used=…, inodes_used=…, full=…)
     remove_tree(scratch, log=log)       # unmounts what is mounted below, then rm -rf
 
@@ -82,6 +83,35 @@ def mount_bounded(path: Path, *, size: int, inodes: int, uid: int, gid: int, log
             f"cannot mount the client's bounded directory at {path} ({exc}); the sandbox "
             "needs to mount a tmpfs (root, CAP_SYS_ADMIN)."
         ) from exc
+
+
+def _mount(argv: list[str], path: Path, what: str, log: Any) -> None:
+    try:
+        procs.run([_system_tool("mount"), *argv, str(path)], purpose=what, log=log, timeout=30.0)
+    except (procs.CommandFailed, OSError) as exc:
+        raise SandboxError(
+            f"cannot mount {what} at {path} ({exc}); the sandbox needs to mount file systems "
+            "(root, CAP_SYS_ADMIN)."
+        ) from exc
+
+
+def mount_layered(path: Path, *, lower: Path, rw: Path, log: Any) -> None:
+    """An overlay at ``path`` (an existing empty directory): ``lower`` read through it and
+    never written (the warm build cache, frozen), every write copied up into ``rw/upper``
+    (``rw``: a bounded tmpfs of ``mount_bounded``, so the writes meet its bound). No byte of
+    ``lower`` is copied: the cost is one mount."""
+    upper, work = rw / "upper", rw / "work"
+    for made in (upper, work):
+        made.mkdir(mode=0o700)
+    st = os.stat(rw)
+    os.chown(upper, st.st_uid, st.st_gid)  # the merged root is the upper's: the client's
+    options = f"lowerdir={lower},upperdir={upper},workdir={work}"
+    _mount(["-t", "overlay", "-o", options, "lab-layer"], path, "a layered build cache", log)
+
+
+def bind(source: Path, path: Path, *, log: Any) -> None:
+    """``source`` (a bounded tmpfs) seen at ``path`` too (an existing empty directory)."""
+    _mount(["--bind", str(source)], path, "a bounded build cache", log)
 
 
 def usage(path: Path) -> DiskUse | None:

@@ -21,8 +21,11 @@
    ``setpriv``: it resolves even a numeric ``--reuid`` with ``getpwnam``, and glibc's NSS
    then connects to nscd's socket four times *inside the client's cgroup*, which every
    observer would rightly count as the client's own connects.
-5. ``prlimit --core=0`` (and ``--nproc`` when no pids controller enforces ``pids_max``).
-6. The client's own command line.
+5. ``lab-filter`` (``lab.sandbox.seccomp``, bound read-only at ``/run/lab-filter``): a
+   seccomp filter refusing, with EPERM and a kernel audit record each, the calls a backup
+   client never needs; every later process inherits it.
+6. ``prlimit --core=0`` (and ``--nproc`` when no pids controller enforces ``pids_max``).
+7. The client's own command line.
 
     argv = jail_argv(JailSpec(...), client_argv, status_fd=w)
 
@@ -42,6 +45,8 @@ from pathlib import Path
 
 from lab.errors import SandboxError
 from lab.host import procs
+from lab.sandbox.seccomp import INSIDE as FILTER_INSIDE
+from lab.sandbox.seccomp import helper as filter_helper
 
 #: the only environment a client sees (documented in docs/client-contract.md)
 HOME = "/home/client"
@@ -73,8 +78,8 @@ ETC_FILES: tuple[str, ...] = (
 #: address inside the namespace, which the capture sees (nothing listens there)
 RESOLVER = "127.0.0.53"
 #: successful execve(2) calls the sandbox's main process makes before the client's own: the
-#: joining shell, capsh, prlimit (a syscall trace starts the client's part after them)
-JAIL_EXECS = 3
+#: joining shell, capsh, the filter, prlimit (a syscall trace starts the client's part after)
+JAIL_EXECS = 4
 #: exit status of the shell step when it cannot hide the sandbox's init or join the cgroup
 #: (the client never ran)
 JOIN_FAILED = 125
@@ -110,6 +115,9 @@ class JailSpec:
     resolv_conf: Path
     #: cgroup.procs files the client's first process joins
     join_files: tuple[Path, ...]
+    #: the built system-call filter program (``lab.sandbox.seccomp.helper``), bound at
+    #: ``FILTER_INSIDE``
+    filter: Path
     #: RLIMIT_NPROC when no cgroup pids controller enforces the pids bound
     nproc: int | None = None
     #: paths to hide even if they fall inside a bound directory (the signing key file)
@@ -143,8 +151,14 @@ def _inside(name: str) -> str:
 
 def jail_programs() -> tuple[str, ...]:
     """The programs the jail execs inside the client's cgroup before the client (the shell
-    joins the cgroup, then execs these): a tracer's exec records hold them too."""
-    return (_inside("capsh"), _inside("prlimit"))
+    joins the cgroup, then execs these), by their host paths: a tracer's exec records hold
+    them too."""
+    own: tuple[str, ...]
+    try:
+        own = (str(filter_helper()),)
+    except SandboxError:  # no filter, no sandbox: nothing of it is ever exec'd
+        own = ()
+    return (_inside("capsh"), *own, _inside("prlimit"))
 
 
 class _Tree:
@@ -213,6 +227,7 @@ def jail_argv(spec: JailSpec, client_argv: Sequence[str], *, status_fd: int) -> 
     tree.op("--bind", str(spec.tmp), "/tmp")
     tree.op("--ro-bind", str(spec.box), str(spec.box))
     tree.op("--bind", str(spec.home), HOME)
+    tree.op("--ro-bind", str(spec.filter), FILTER_INSIDE)
     for path in spec.join_files:
         tree.op("--bind", str(path.parent), str(path.parent))
     if spec.workdir is not None:
@@ -248,8 +263,9 @@ def jail_argv(spec: JailSpec, client_argv: Sequence[str], *, status_fd: int) -> 
         "--inh=",
         "--noamb",
         "--no-new-privs",
-        f"--shell={_inside('prlimit')}",
+        f"--shell={FILTER_INSIDE}",
         "--",
+        _inside("prlimit"),
         "--core=0",
     ]
     if spec.nproc is not None:

@@ -121,4 +121,12 @@ def _end_to_end(sandbox: Any, tmp: Path, checks: dict[str, dict[str, Any]]) -> s
         else "/bin/true ran but not inside its cgroup (cpu.stat stayed at zero)"
     )
     _check(checks, "end-to-end (/bin/true in the jail)", ok, why)
+    # informational: without it, refused calls are recorded not-observed (never none)
+    refused = outcome.refused
+    _check(
+        checks,
+        "refused-call observer (/dev/kmsg)",
+        refused is not None and refused.observed,
+        None if refused is None else refused.reason,
+    )
     return None if ok else why

@@ -33,6 +33,7 @@ from lab.sandbox.boxfs import DiskUse
 from lab.sandbox.cgroup import InvocationGroup, describe_process
 from lab.sandbox.jail import JOIN_FAILED
 from lab.sandbox.output import DEFAULT_HEAD, DEFAULT_TAIL, CappedStream, StreamRecord
+from lab.sandbox.seccomp import Refusals
 
 #: lingering processes described one by one (a fork bomb leaves hundreds: they are counted)
 LINGERING_DESCRIBED = 32
@@ -72,6 +73,9 @@ class Outcome:
     #: "home" / "tmp" -> what the bounded directory held after the invocation (set by the
     #: pass cell, which owns them; None where statvfs failed)
     disk: dict[str, DiskUse | None] = field(default_factory=dict)
+    #: the system calls the sandbox's filter refused, as the kernel's audit log recorded
+    #: them (set by the pass cell; None where no watch was kept)
+    refused: Refusals | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -89,6 +93,7 @@ class Outcome:
             "stderr": None if self.stderr is None else self.stderr.to_dict(),
             "sandbox_error": self.sandbox_error,
             "disk": {k: None if v is None else v.to_dict() for k, v in sorted(self.disk.items())},
+            "refused": None if self.refused is None else self.refused.to_dict(),
         }
 
 

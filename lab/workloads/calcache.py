@@ -3,7 +3,7 @@ depends on changed: the seeded patches are judged once, their verdicts kept in t
 archive, and a later run with the same key takes them from there (shown as reused, with the
 archive and its digest), never from memory or a side file alone.
 
-    key = calibration_key(task, seeds, log=log)          # CalibrationKey: .digest, .parts
+    key = calibration_key(task, seeds, limits, log=log)  # CalibrationKey: .digest, .parts
     found = find_reusable(out, key, signer=signer, say=print)   # Calibration | None
     ...                                                  # (calibrate when None)
     remember(out, check, archive_path, run_id)           # after a fresh calibration is sealed
@@ -53,9 +53,17 @@ class CalibrationKey:
     parts: dict[str, Any]
 
 
-def evaluation_id(task: FixtureTask) -> str:
-    """What defines a fixture task's judgement: its task file and its fixture's files."""
-    return manifest_digest({"task.yaml": task.sha256, **manifest(task.fixture_dir)})
+def evaluation_id(task: FixtureTask, limits: dict[str, Any]) -> str:
+    """What defines a fixture task's judgement: its task file, its fixture's files and every
+    bound its verification commands run under (``Verifier.limits()``), hashed."""
+    frozen = json.dumps(limits, sort_keys=True).encode()
+    return manifest_digest(
+        {
+            "task.yaml": task.sha256,
+            **manifest(task.fixture_dir),
+            "limits.json": hashlib.sha256(frozen).hexdigest(),
+        }
+    )
 
 
 def lab_source_digest() -> str:
@@ -87,7 +95,11 @@ def _version(argv: list[str], what: str, log: procs.CommandLog | None) -> str:
 
 
 def calibration_key(
-    task: FixtureTask, seeds: list[Seed], *, log: procs.CommandLog | None
+    task: FixtureTask,
+    seeds: list[Seed],
+    limits: dict[str, Any],
+    *,
+    log: procs.CommandLog | None,
 ) -> CalibrationKey:
     assert task.expected is not None
     toolchain = _version(["go", "version"], "the Go toolchain's version", log)
@@ -101,7 +113,7 @@ def calibration_key(
         "toolchain": toolchain if task.toolchain == "go" else task.toolchain,
         "strace": _version(["strace", "-V"], "strace's version", log),
         "kernel": f"{platform.system()} {platform.release()} {platform.machine()}",
-        "evaluation_id": evaluation_id(task),
+        "evaluation_id": evaluation_id(task, limits),
     }
     text = json.dumps(parts, sort_keys=True, separators=(",", ":"))
     return CalibrationKey(hashlib.sha256(text.encode()).hexdigest(), parts)

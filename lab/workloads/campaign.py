@@ -120,8 +120,11 @@ def execute(
             budget_s=budget,
             requested=repetitions,
             required=required,
-            evaluation_id=evaluation_id(task),
-            evaluation_options={"repetitions": task.eval_repetitions},
+            evaluation_id=evaluation_id(task, run.verifier.limits()),
+            evaluation_options={
+                "repetitions": task.eval_repetitions,
+                "limits": run.verifier.limits(),
+            },
             instrument_check={} if check is None else check.to_dict(),
             baseline={"must": "fail", "status": baseline["status"], "shown": True},
         )

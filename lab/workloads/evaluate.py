@@ -167,7 +167,7 @@ def _calibration(
     run: TaskRun, seeds: list[Seed], *, recalibrate: bool, say: Callable[[str], None]
 ) -> Calibration:
     task = run.task
-    key = calibration_key(task, seeds, log=run.log)
+    key = calibration_key(task, seeds, run.verifier.limits(), log=run.log)
     if not recalibrate:
         found = find_reusable(run.run_dir.parent, key, signer=run.prepared.signer, say=say)
         if found is not None and found.reused_from is not None:
@@ -221,6 +221,7 @@ def execute(request: TaskEvaluationRequest, *, say: Callable[[str], None]) -> Ta
         result = run.result({"mode": "evaluate-task", "repetitions": repetitions})
         document = judged.to_dict()
         document["baseline"] = baseline
+        document["limits"] = run.verifier.limits()
         archive = write_task_run(
             result,
             run.run_dir,

@@ -59,10 +59,18 @@ def _through(path: str, entries: tuple[str, str]) -> bool:
     return any(path == e or path.startswith(e + "/") for e in entries)
 
 
-def witness(text: str, *, client_pid: int, layout: Layout, changes: list[str]) -> Witness:
-    """Judge the trace of one harness run whose main process is ``client_pid``."""
+def witness(
+    text: str,
+    *,
+    client_pid: int,
+    layout: Layout,
+    changes: list[str],
+    execs_before_client: int = JAIL_EXECS,
+) -> Witness:
+    """Judge the trace of one harness run whose main process is ``client_pid``
+    (``execs_before_client``: the jail's steps, fewer in traces of an older jail)."""
     calls, tally = iter_syscalls(text)
-    mine, _ = client_calls(calls, client_pid, JAIL_EXECS)
+    mine, _ = client_calls(calls, client_pid, execs_before_client)
     # exactly one attacker is started; more would mean the candidate ran the harness's
     # argv itself (to hide its writes): then nothing is set apart (the attacker's own
     # swaps stay inside the root, so they are never a violation, only noise)

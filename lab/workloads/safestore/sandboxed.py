@@ -62,6 +62,7 @@ def _spec(
         tmp=tmp,
         resolv_conf=box / "resolv.conf",
         join_files=tuple(group.join_files()),
+        filter=sandbox.filter,
         nproc=sandbox.nproc_fallback(),
         masked=sandbox.masked,
         workdir=layout.base,

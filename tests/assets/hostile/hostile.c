@@ -6,6 +6,9 @@
  *
  *   hostile-<attack> --source PATH --receiver HOST:PORT
  *
+ * forbidden-calls tries each system call the sandbox's filter refuses (ptrace, keyctl, bpf,
+ * perf_event_open, mount, unshare, userfaultfd), then backs up correctly.
+ *
  * The backup itself (when an attack does one) is a correct one: hash the source, HAVE, PUT
  * on NO, retry a dropped transfer from byte 0 at most 3 times. Helper modes used by the
  * attacks themselves: --udp HOST PORT (send one datagram), --sleep-udp MS HOST PORT.
@@ -656,6 +659,43 @@ static int odd_separators(const char *source, const char *receiver)
     return rc;
 }
 
+/* Each call a backup client never needs, made once (harmless arguments): each must be
+ * refused by the sandbox's filter (EPERM), the refusal seen by the kernel's audit log. The
+ * client's own report of each result is an event; the lab judges from the kernel's record. */
+static void forbidden_calls(void)
+{
+    static const struct {
+        const char *name;
+        long nr;
+        long a, b, c;
+    } calls[] = {
+        {"ptrace", SYS_ptrace, 0 /* PTRACE_TRACEME */, 0, 0},
+        {"keyctl", SYS_keyctl, 0 /* KEYCTL_GET_KEYRING_ID */, -3, 0},
+        {"bpf", SYS_bpf, 0 /* BPF_MAP_CREATE */, 0, 0},
+        {"perf_event_open", SYS_perf_event_open, 0, 0, -1},
+        {"mount", SYS_mount, 0, 0, 0},
+        {"unshare", SYS_unshare, 0x10000000 /* CLONE_NEWUSER */, 0, 0},
+        {"userfaultfd", SYS_userfaultfd, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+        errno = 0;
+        long rc = syscall(calls[i].nr, calls[i].a, calls[i].b, calls[i].c, 0L, 0L);
+        char detail[96];
+        snprintf(detail, sizeof detail, "%s returned %ld (%s)", calls[i].name, rc,
+                 rc < 0 ? strerror(errno) : "allowed");
+        event("forbidden-call", detail);
+    }
+#if defined(__x86_64__)
+    /* mount again through the 32-bit table (int 0x80, where it is number 21): a filter of
+     * the 64-bit numbers alone would let it through */
+    long rc32;
+    __asm__ volatile("int $0x80" : "=a"(rc32) : "a"(21L), "b"(0L), "c"(0L), "d"(0L) : "memory");
+    char detail[96];
+    snprintf(detail, sizeof detail, "mount (int 0x80) returned %ld", rc32);
+    event("forbidden-call-32", detail);
+#endif
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 4 && !strcmp(argv[1], "--udp"))
@@ -723,6 +763,8 @@ int main(int argc, char **argv)
         return complete_ok();
     if (IS("exec-copy"))
         exec_copy(argv, source);
+    if (IS("forbidden-calls"))
+        forbidden_calls();
     if (IS("odd-separators"))
         return odd_separators(source, receiver);
     return backup(source, receiver);

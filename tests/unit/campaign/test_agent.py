@@ -52,6 +52,7 @@ def spec(**kw: object) -> JailSpec:
         "tmp": Path("/scratch/tmp"),
         "resolv_conf": Path("/etc/resolv.conf"),
         "join_files": (Path("/sys/fs/cgroup/unified/lab/x/cgroup.procs"),),
+        "filter": Path("/cache/lab-filter"),
     }
     base.update(kw)
     return JailSpec(**base)  # type: ignore[arg-type]

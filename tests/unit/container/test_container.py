@@ -57,6 +57,15 @@ def test_kernel_mounts_only_where_the_host_has_them(tmp_path: Path) -> None:
     assert "/sys/kernel/tracing:/sys/kernel/tracing" in volumes
     assert "/sys/kernel/btf:/sys/kernel/btf:ro" in volumes
     assert not any(v.startswith(("/lib/modules", "/sys/kernel/debug")) for v in volumes)
+    assert "--device" not in argv  # no /dev/kmsg here
+
+
+def test_the_kernel_log_is_a_read_only_device_where_the_host_has_it(tmp_path: Path) -> None:
+    # the sandbox's filter refusals are read from it (lab/sandbox/seccomp.py)
+    argv = container.run_argv(
+        "img", ["true"], _options(tmp_path), exists={"/dev/kmsg"}.__contains__
+    )
+    assert _pairs(argv, "--device") == ["/dev/kmsg:/dev/kmsg:r"]
 
 
 def test_secrets_are_passed_by_name_never_by_value(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lab.errors import SandboxError
-from lab.sandbox import jail
+from lab.sandbox import jail, seccomp
 from lab.sandbox.cgroup import _keyed, parse_mountinfo, parse_proc_cgroup
 from lab.sandbox.output import MARKER_PREFIX, CappedStream
 from lab.sandbox.user import ClientUser
@@ -27,6 +27,7 @@ def spec(tmp_path: Path, **changes: object) -> jail.JailSpec:
         "tmp": tmp_path / "tmp",
         "resolv_conf": tmp_path / "box" / "resolv.conf",
         "join_files": (Path("/sys/fs/cgroup/lab/run/inv1/cgroup.procs"),),
+        "filter": tmp_path / "lab-filter",
     }
     fields.update(changes)
     return jail.JailSpec(**fields)  # type: ignore[arg-type]
@@ -38,6 +39,12 @@ def test_jail_order_namespaces_then_root_then_cgroup_then_identity(tmp_path: Pat
     names = [os.path.basename(a) for a in argv]
     order = [names.index(t) for t in ("nsenter", "bwrap", "sh", "capsh", "prlimit")]
     assert order == sorted(order)
+    # the filter: bound read-only into the sandbox, run by capsh, then runs prlimit
+    shell = argv.index(f"--shell={seccomp.INSIDE}")
+    assert names.index("capsh") < shell < names.index("prlimit") == shell + 2
+    bind = argv.index(seccomp.INSIDE)
+    assert argv[bind - 2 : bind + 1] == ["--ro-bind", str(tmp_path / "lab-filter"), seccomp.INSIDE]
+    assert jail.JAIL_EXECS == 4  # sh, capsh, lab-filter, prlimit
     assert argv[-3:] == ["/box/client", "--source", "/box/s"]
     assert "--net=/run/netns/lab-1-t" in argv
     assert argv[argv.index("--json-status-fd") + 1] == "7"

@@ -10,6 +10,9 @@ from pathlib import Path
 from lab.workloads.safestore.contain import Witness, evidence_text, witness
 from lab.workloads.safestore.plan import Layout, listing_changes
 
+#: the traces were recorded before the jail ran its system-call filter (sh, capsh, prlimit)
+OLD_JAIL_EXECS = 3
+
 
 def _listing(text: str) -> dict[str, str]:
     return dict(line.split("\t", 1) for line in text.splitlines() if line)
@@ -23,7 +26,11 @@ def _judge(assets: Path, name: str) -> tuple[dict[str, object], Witness]:
         _listing(str(meta["outside_before"])), _listing(str(meta["outside_after"]))
     )
     found = witness(
-        text.decode(), client_pid=int(meta["harness_pid"]), layout=layout, changes=changes
+        text.decode(),
+        client_pid=int(meta["harness_pid"]),
+        layout=layout,
+        changes=changes,
+        execs_before_client=OLD_JAIL_EXECS,
     )
     return meta, found
 
@@ -77,6 +84,7 @@ def test_a_second_attacker_exec_sets_nothing_apart(assets: Path) -> None:
         client_pid=int(meta["harness_pid"]),
         layout=layout,
         changes=[],
+        execs_before_client=OLD_JAIL_EXECS,
     )
     assert found.attacker_pids == ()
     assert found.violations == ()  # the attacker's swaps stay inside the root

@@ -1,0 +1,109 @@
+/* lab-filter: the sandbox's system-call filter (lab/sandbox/seccomp.py).
+ *
+ *   lab-filter PROGRAM [ARG...]   refuse the calls below, then exec PROGRAM
+ *   lab-filter --list             print "NAME NUMBER ARCH" of each refused call (ARCH: the
+ *                                 audit architecture, hex, as in the kernel's records)
+ *
+ * Each call in REFUSED returns -1 with errno EPERM and never reaches the kernel's handler.
+ * The filter is loaded with SECCOMP_FILTER_FLAG_LOG (libseccomp's SCMP_FLTATR_CTL_LOG), so
+ * the kernel writes an audit record (type 1326, code 0x50000) for every refusal, which the
+ * lab reads from /dev/kmsg, outside the client. bwrap's own --seccomp cannot do that (it
+ * loads a filter with no flags, and an EPERM it returns is logged nowhere), and it would
+ * refuse the jail's own remount of /proc, which runs after bwrap and before this step.
+ *
+ * Run after capsh (no capabilities, no_new_privs already set), inside the invocation's
+ * cgroup: every process of the client inherits the filter and cannot remove it.
+ * Exit status 125 when the filter cannot be built or loaded (the client never ran).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <seccomp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define FAILED 125
+
+/* What a backup client never needs: debugging or reading other processes, the kernel's key
+ * rings, BPF programs, performance counters, mounting, new or other namespaces, and
+ * userfaultfd (a tool of kernel exploits). A name this libseccomp does not know is skipped. */
+static const char *const REFUSED[] = {
+    "ptrace",     "process_vm_readv", "process_vm_writev", "keyctl",      "add_key",
+    "request_key", "bpf",             "perf_event_open",   "mount",       "umount2",
+    "fsopen",     "fsconfig",         "fsmount",           "move_mount",  "open_tree",
+    "mount_setattr", "pivot_root",    "unshare",           "setns",       "userfaultfd",
+    NULL,
+};
+
+/* The architectures the filter covers: the native one and the others this CPU can run
+ * system calls of (x86_64: the 32-bit int 0x80 table and x32), so that a call refused by
+ * name is refused through every table, never bypassed through another one. */
+static int arches(uint32_t out[3])
+{
+    int n = 0;
+    out[n++] = seccomp_arch_native();
+    if (out[0] == SCMP_ARCH_X86_64) {
+        out[n++] = SCMP_ARCH_X86;
+        out[n++] = SCMP_ARCH_X32;
+    } else if (out[0] == SCMP_ARCH_AARCH64) {
+        out[n++] = SCMP_ARCH_ARM;
+    }
+    return n;
+}
+
+static int list(void)
+{
+    uint32_t arch[3];
+    int count = arches(arch);
+    for (int a = 0; a < count; a++)
+        for (const char *const *name = REFUSED; *name; name++) {
+            int nr = seccomp_syscall_resolve_name_arch(arch[a], *name);
+            if (nr != __NR_SCMP_ERROR && nr >= 0)
+                printf("%s %d %x\n", *name, nr, arch[a]);
+        }
+    return fflush(stdout) == 0 ? 0 : FAILED;
+}
+
+static int load(void)
+{
+    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+    if (ctx == NULL)
+        return -ENOMEM;
+    int rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_LOG, 1);
+    uint32_t arch[3];
+    int count = arches(arch);
+    for (int a = 1; rc == 0 && a < count; a++) {
+        rc = seccomp_arch_add(ctx, arch[a]);
+        if (rc == -EEXIST)
+            rc = 0;
+    }
+    for (const char *const *name = REFUSED; rc == 0 && *name; name++) {
+        int nr = seccomp_syscall_resolve_name(*name);
+        if (nr != __NR_SCMP_ERROR && nr >= 0)
+            rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
+    }
+    if (rc == 0)
+        rc = seccomp_load(ctx);
+    seccomp_release(ctx);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && strcmp(argv[1], "--list") == 0)
+        return list();
+    if (argc < 2) {
+        fprintf(stderr, "usage: lab-filter PROGRAM [ARG...] | lab-filter --list\n");
+        return FAILED;
+    }
+    int rc = load();
+    if (rc != 0) {
+        fprintf(stderr, "lab-filter: the system-call filter could not be loaded: %s\n",
+                strerror(-rc));
+        return FAILED;
+    }
+    execv(argv[1], argv + 1);
+    fprintf(stderr, "lab-filter: cannot run %s: %s\n", argv[1], strerror(errno));
+    return FAILED;
+}
