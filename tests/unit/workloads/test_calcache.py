@@ -14,11 +14,13 @@ from lab.workloads.task import load_fixture_task
 from tests.conftest import ASSETS
 
 SHELL = ASSETS / "tasks" / "shell"
+#: the bounds a verification command runs under (their part of the key)
+LIMITS = {"disk_max": 1 << 20, "gocache_max_bytes": 1 << 28}
 
 
 def key_of(task_dir: Path) -> tuple[str, dict[str, object]]:
     task = load_fixture_task(task_dir / "task.yaml")
-    key = calibration_key(task, load_expected(task), log=None)
+    key = calibration_key(task, load_expected(task), LIMITS, log=None)
     return key.digest, key.parts
 
 
@@ -40,7 +42,7 @@ def test_the_key_changes_with_every_input(tmp_path: Path) -> None:
 
 def test_a_pointer_to_a_missing_or_changed_archive_is_not_reused(tmp_path: Path) -> None:
     task = load_fixture_task(SHELL / "task.yaml")
-    key = calibration_key(task, load_expected(task), log=None)
+    key = calibration_key(task, load_expected(task), LIMITS, log=None)
     archive = tmp_path / "evaluation-x.tar.gz"
     archive.write_bytes(b"not an archive")
     check = Calibration(seeds={"correct": {"met": True}}, key=key.digest, parts=dict(key.parts))
@@ -66,3 +68,11 @@ def test_only_a_fresh_met_calibration_is_kept(tmp_path: Path) -> None:
         assert not remember(tmp_path, check, archive, "a")
     assert not remember(tmp_path, Calibration(seeds={"c": {"met": True}}, key="k"), None, "a")
     assert not (tmp_path / POINTERS).exists()
+
+
+def test_the_key_changes_with_the_verification_bounds() -> None:
+    task = load_fixture_task(SHELL / "task.yaml")
+    seeds = load_expected(task)
+    same = calibration_key(task, seeds, dict(LIMITS), log=None).digest
+    wider = calibration_key(task, seeds, {**LIMITS, "disk_max": 2 << 20}, log=None).digest
+    assert calibration_key(task, seeds, LIMITS, log=None).digest == same != wider

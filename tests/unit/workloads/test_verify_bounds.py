@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lab.reports.task import limits_lines
+from lab.reports.task import command_line, limits_text
 from lab.sandbox.boxfs import DiskUse
-from lab.workloads.campaign import evaluation_id
+from lab.workloads.calcache import evaluation_id
 from lab.workloads.task import load_fixture_task
 from lab.workloads.verify import CommandResult
 from tests.conftest import ASSETS
@@ -51,6 +51,8 @@ def test_the_bounds_are_part_of_the_evaluation_id() -> None:
 
 
 def test_the_report_lists_every_bound_and_nothing_without_them(tmp_path: Path) -> None:
-    assert limits_lines(None) == []
-    line = limits_lines({"gocache_max_bytes": 5, "disk_max": 7})[-1]
+    assert limits_text(None) == []
+    line = limits_text({"gocache_max_bytes": 5, "disk_max": 7})[-1].text
     assert "disk_max 7, gocache_max_bytes 5" in line and "evaluation id" in line
+    full = _result(1, BOUND).to_dict()
+    assert command_line("fill", full).endswith("filled its bounded tmp (ENOSPC)")
