@@ -1,6 +1,7 @@
 """Hostile clients judged by ``lab evaluate`` in the lab image, as a new user would run it
-(``invoke lab.evaluate --binary``): the disk filler, the /proc walker and the timing-round
-detector of tests/assets/hostile/. Each evaluation finishes with a verified archive, each
+(``invoke lab.evaluate --binary``): the disk filler, the /proc walker, the timing-round
+detector, the forbidden calls, a 3,000-level tree and a copy of itself exec'd, of
+tests/assets/hostile/. Each evaluation finishes with a verified archive, each
 client is judged on its clause (its box's disk is bounded, it sees no process of the host,
 it cannot tell a timing round from a judged pass), and nothing of it is left on the host:
 no container, no process. Needs Docker and root (the image is built by the nox ``e2e``
@@ -141,3 +142,37 @@ def test_forbidden_calls_are_refused_and_observed_in_the_image(
     assert not contract["honoured"]
     assert any("the sandbox refuses" in v["problem"] for v in contract["violations"])
     assert results["evaluation"]["clauses"]["C1"]["fail"] == 0  # its backups were correct
+
+
+def test_a_deep_tree_left_in_the_box_is_removed_in_the_image(
+    hostile: dict[str, Path], tmp_path: Path
+) -> None:
+    results, run_dir = _evaluate(hostile["deep-tree"], tmp_path)
+    made = _events(run_dir, "deep-tree")
+    # 3,000 nested directories in every box it ran in: each removed, the lab finished with
+    # a verified archive (in _evaluate) and its backups judged on their clauses
+    assert made and all(int(str(e["detail"])) == 3000 for e in made), made
+    assert results["evaluation"]["clauses"]["C1"]["fail"] == 0
+
+
+def test_a_copy_of_the_client_is_not_a_zero_in_the_image(
+    hostile: dict[str, Path], tmp_path: Path
+) -> None:
+    results, run_dir = _evaluate(hostile["exec-copy"], tmp_path)
+    assert _events(run_dir, "hashed"), "the copy never hashed"
+    traced = [
+        inv["observed"]["bpftrace"]
+        for inv in _invocations(results)
+        if (inv.get("observed") or {}).get("bpftrace")
+    ]
+    assert traced, "no bpftrace pass in the evaluation"
+    # the copy it exec'd hashed where no uprobe was attached: bpftrace saw the exec, names
+    # the blind spot, and the count is not observed, never 0 (the instrument check's seeded
+    # client, which execs nothing, keeps its counts)
+    blind = [
+        bpf
+        for bpf in traced
+        if any("not attached to" in spot for spot in bpf.get("blind_spots", []))
+    ]
+    assert blind, traced
+    assert all(bpf["hash_calls"] is None for bpf in blind), blind
