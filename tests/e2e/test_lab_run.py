@@ -109,3 +109,29 @@ def test_invoke_lab_evaluate_builds_in_the_image(tmp_path: Path) -> None:
     assert (
         evaluation["evaluation_id"] in report and evaluation["candidate"]["binary_sha256"] in report
     )
+
+
+def test_invoke_lab_run_default_archive_reads_in_ten_minutes(tmp_path: Path) -> None:
+    """Issue 24's reviewer path: the default ``invoke lab.run`` in the image leaves a PDF of
+    at most 12 pages (page 1 the verdict), a report.html listed in SHA256SUMS and a timeline
+    whose every row is on the one time base, sorted."""
+    from tests.integration.test_full_run import _pdf_pages
+
+    before = set(ARTIFACTS.glob("*.tar.gz"))
+    done = invoke("lab.run")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    archive = newest("run", before)
+    results = verify_everywhere(archive, tmp_path)
+    assert results["environment"]["in_container"] is True
+    run_dir = tmp_path / archive.name.removesuffix(".tar.gz")
+    pages = _pdf_pages(run_dir / "report.pdf")
+    assert len(pages) <= 12, f"the default run's PDF has {len(pages)} pages"
+    assert "Calibration score: 170 of 170" in pages[0], pages[0][:2000]
+    listed = {
+        line.split()[-1].lstrip("*") for line in (run_dir / "SHA256SUMS").read_text().splitlines()
+    }
+    assert "report.html" in listed
+    rows = [json.loads(line) for line in (run_dir / "timeline.jsonl").read_text().splitlines()]
+    assert rows[0]["event"] == "time-base" and rows[0]["time_base"] == "CLOCK_MONOTONIC"
+    times = [row["t_ns"] for row in rows]  # every row has one, on that base
+    assert times == sorted(times)
