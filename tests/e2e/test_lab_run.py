@@ -135,3 +135,10 @@ def test_invoke_lab_run_default_archive_reads_in_ten_minutes(tmp_path: Path) -> 
     assert rows[0]["event"] == "time-base" and rows[0]["time_base"] == "CLOCK_MONOTONIC"
     times = [row["t_ns"] for row in rows]  # every row has one, on that base
     assert times == sorted(times)
+    # the image of a real build: its content digest (the layers' ChainID) and its local ID
+    # are two fields with two values, and its base is one record (snapshot or pulled digest)
+    image = results["environment"]["image"]
+    assert image["content_digest"].startswith("sha256:") and image["id"].startswith("sha256:")
+    assert image["content_digest"] != image["id"], image
+    base = image["base"]
+    assert ("snapshot" in base) != ("digest" in base), base
