@@ -253,7 +253,12 @@ def evaluate(
         "repetitions": "agent runs (default: the task's)",
         "budget": "seconds per agent run (default: the task's)",
         "require": "repetitions that must meet the task for exit 0 (default: all)",
-        "agent_network": "host (default) or none",
+        "agent_network": "host (default), none, or model=HOST:PORT (the agent's own network, "
+        "whose only way out is the lab's forwarder to that endpoint; comma-separated for more)",
+        "stop_on_plateau": "end a run after K judged snapshots with no new passing clause",
+        "escalate_cmd": "a second agent given each run the first did not meet, with its "
+        "signed evidence package",
+        "recalibrate": "judge a fixture task's seeds again even when a kept calibration matches",
         "json": "print one JSON document on stdout",
         "local": "run on this host instead of in the container",
         "shard": "conduct only shard I/N of the agent runs (e.g. 2/3)",
@@ -270,6 +275,9 @@ def campaign(
     require: int | None = None,
     agent_network: str = "host",
     agent_env: list[str] | None = None,
+    stop_on_plateau: int | None = None,
+    escalate_cmd: str | None = None,
+    recalibrate: bool = False,
     json: bool = False,
     local: bool = False,
     shard: str | None = None,
@@ -286,11 +294,14 @@ def campaign(
         ("--repetitions", repetitions),
         ("--budget", budget),
         ("--require", require),
+        ("--stop-on-plateau", stop_on_plateau),
+        ("--escalate-cmd", escalate_cmd),
         ("--shard", shard),
         ("--run-id", run_id),
     ):
         if value is not None:
             args += [flag, str(value)]
+    args += ["--recalibrate"] if recalibrate else []
     _host_lab(c, [*args, *(["--json"] if json else []), *(["--local"] if local else [])])
 
 

@@ -236,6 +236,26 @@ def test_run_passes_shard_and_run_id(tasks: ModuleType, calls: list[dict[str, An
     assert "--shard 2/3 --run-id campaign-1" in text
 
 
+def test_campaign_passes_the_agent_watching_options(
+    tasks: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[list[str]] = []
+    monkeypatch.setattr(tasks, "_host_lab", lambda c, args: seen.append(list(args)))
+    tasks.campaign(
+        MockContext(),
+        agent_cmd="sh a.sh",
+        agent_network="model=127.0.0.1:11434",
+        stop_on_plateau=2,
+        escalate_cmd="sh b.sh",
+        recalibrate=True,
+    )
+    [args] = seen
+    text = " ".join(args)
+    assert "--agent-network model=127.0.0.1:11434" in text
+    assert "--stop-on-plateau 2" in text and "--recalibrate" in args
+    assert args[args.index("--escalate-cmd") + 1] == "sh b.sh"
+
+
 def test_merge_expands_globs_and_runs_on_the_host(tasks: ModuleType, tmp_path: Path) -> None:
     for name in ("b-shard2of2.tar.gz", "a-shard1of2.tar.gz"):
         (tmp_path / name).write_bytes(b"")
