@@ -5,8 +5,10 @@ once per source digest into the lab's cache directory and bound read-only into e
 sandbox at ``INSIDE``. The jail runs it between capsh and prlimit (``lab.sandbox.jail``): it
 loads a filter that refuses, with EPERM, the calls a backup client never needs (``ptrace``,
 ``keyctl``, ``bpf``, ``perf_event_open``, ``mount``, ``unshare``, ``userfaultfd`` and their
-kin: ``lab-filter --list``), then execs the rest. The tracers run outside it (they are not
-the client's descendants), so strace, perf and bpftrace see what they saw before.
+kin, and a ``clone`` into a new namespace: ``lab-filter --list``), refuses ``clone3`` with
+ENOSYS unlogged (the C library falls back to ``clone``), then execs the rest. The tracers
+run outside it (they are not the client's descendants), so strace, perf and bpftrace see
+what they saw before.
 
 Every refusal is logged by the kernel (the filter carries SECCOMP_FILTER_FLAG_LOG) as an
 audit record, ``type=1326 … uid=U … syscall=N … code=0x50000``, which reaches ``/dev/kmsg``

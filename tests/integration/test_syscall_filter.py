@@ -21,7 +21,9 @@ from tests.integration.test_containment import events, only, run_hostile, verdic
 pytestmark = pytest.mark.usefixtures("sandbox_ready")
 
 #: what the hostile client tries (tests/assets/hostile/hostile.c: forbidden_calls)
-TRIED = ("bpf", "keyctl", "mount", "perf_event_open", "ptrace", "unshare", "userfaultfd")
+TRIED = (
+    "bpf", "clone", "keyctl", "mount", "perf_event_open", "ptrace", "unshare", "userfaultfd",
+)  # fmt: skip
 
 
 def _kernel_log_readable() -> None:

@@ -7,7 +7,8 @@
  *   hostile-<attack> --source PATH --receiver HOST:PORT
  *
  * forbidden-calls tries each system call the sandbox's filter refuses (ptrace, keyctl, bpf,
- * perf_event_open, mount, unshare, userfaultfd), then backs up correctly.
+ * perf_event_open, mount, unshare, userfaultfd, a clone into a new user namespace), then
+ * backs up correctly.
  *
  * The backup itself (when an attack does one) is a correct one: hash the source, HAVE, PUT
  * on NO, retry a dropped transfer from byte 0 at most 3 times. Helper modes used by the
@@ -22,6 +23,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <openssl/evp.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -685,6 +687,18 @@ static void forbidden_calls(void)
                  rc < 0 ? strerror(errno) : "allowed");
         event("forbidden-call", detail);
     }
+    /* a new user namespace through clone rather than unshare (a child, if it were allowed,
+     * leaves at once) */
+    errno = 0;
+    long child = syscall(SYS_clone, (long)(CLONE_NEWUSER | SIGCHLD), 0L, 0L, 0L, 0L);
+    if (child == 0)
+        _exit(0);
+    if (child > 0)
+        waitpid((pid_t)child, NULL, 0);
+    char made[96];
+    snprintf(made, sizeof made, "clone returned %ld (%s)", child > 0 ? 0L : child,
+             child < 0 ? strerror(errno) : "allowed");
+    event("forbidden-call", made);
 #if defined(__x86_64__)
     /* mount again through the 32-bit table (int 0x80, where it is number 21): a filter of
      * the 64-bit numbers alone would let it through */
