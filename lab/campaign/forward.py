@@ -273,6 +273,7 @@ def _with_calls(
             disallowed,
         )
     words = sorted({c.words() for c in stray})
-    said = f"{len(stray)} connect(s) of the agent's cgroup elsewhere: " + ", ".join(words[:8])
+    said = f"{len(stray)} socket call(s) of the agent's cgroup elsewhere (a connect or "
+    said += "sendto to another address, a raw or packet socket): " + ", ".join(words[:8])
     why = said if verdict != "fail" else f"{why}; {said}"
     return "fail", why, tuple(sorted({*disallowed, *(f"{c.call} {c.address}" for c in stray)}))

@@ -58,7 +58,16 @@ tracepoint:syscalls:sys_enter_sendto /__FILTER__ && args->addr != 0/ {
 tracepoint:syscalls:sys_exit_connect, tracepoint:syscalls:sys_exit_sendto /__FILTER__/ {
   printf("SOCKRET %d %d\\n", tid, args->ret);
 }
-END { printf("lab-exec-trace end\\n"); }
+tracepoint:syscalls:sys_enter_socket
+/__FILTER__ && (args->family == 17 || (args->type & 0xf) == 3)/ {
+  printf("SOCK socket %d %d %d %d\\n", pid, tid, args->family, args->type & 0xf);
+  @raw[tid] = 1;
+}
+tracepoint:syscalls:sys_exit_socket /@raw[tid]/ {
+  printf("SOCKRET %d %d\\n", tid, args->ret);
+  delete(@raw[tid]);
+}
+END { printf("lab-exec-trace end\\n"); clear(@raw); }
 """
 
 _EXEC = re.compile(r"^EXEC (\d+) (\d+) (\d+) (.*)$")
@@ -66,6 +75,9 @@ _EXIT = re.compile(r"^EXIT (\d+) (\d+) (-?\d+)$")
 _ARGV = re.compile(r"^ARGV (\d+) (.*)$")
 _SOCK = re.compile(r"^SOCK (connect|sendto) (\d+) (\d+) (-?\d+) (.*)$")
 _SOCKRET = re.compile(r"^SOCKRET (\d+) (-?\d+)$")
+#: a raw (SOCK_RAW) or packet (AF_PACKET) socket asked for: its own way past the forwarder
+_RAW = re.compile(r"^SOCK socket (\d+) (\d+) (\d+) (\d+)$")
+SOCK_RAW = 3
 _ESCAPED = re.compile(r"\\x([0-9a-fA-F]{2})|(.)", re.DOTALL)
 #: address families (linux/socket.h) by number
 FAMILIES = {0: "unspec", 1: "unix", 2: "inet", 10: "inet6", 16: "netlink", 17: "packet"}
@@ -98,11 +110,18 @@ def decode_sockaddr(raw: bytes, length: int) -> tuple[str, str]:
 
 
 def parse_socket_calls(text: str) -> list[SocketCall]:
-    """Every connect (and sendto with an address) of the cgroup, with what it returned."""
+    """Every connect (and sendto with an address) of the cgroup, and every raw or packet
+    socket it asked for (address ``raw`` or ``packet``), with what each returned."""
     calls: list[SocketCall] = []
     waiting: dict[int, int] = {}  # tid -> index of its call awaiting the return value
     for line in text.splitlines():
-        if m := _SOCK.match(line):
+        if m := _RAW.match(line):
+            number = int(m[3])
+            family = FAMILIES.get(number, str(number))
+            kind = "raw" if int(m[4]) == SOCK_RAW else "packet"
+            waiting[int(m[2])] = len(calls)
+            calls.append(SocketCall(call="socket", pid=int(m[1]), family=family, address=kind))
+        elif m := _SOCK.match(line):
             family, address = decode_sockaddr(unescape(m[5]), int(m[4]))
             waiting[int(m[3])] = len(calls)
             calls.append(SocketCall(call=m[1], pid=int(m[2]), family=family, address=address))

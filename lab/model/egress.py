@@ -122,8 +122,10 @@ def _asks(p: PacketView) -> bool:
 
 @dataclass(frozen=True, kw_only=True)
 class SocketCall:
-    """One ``connect`` (or ``sendto`` with an address) of the agent's cgroup, from the
-    kernel (``lab.collectors.bpftrace_exec``): seen even when refused before any packet."""
+    """One ``connect`` (or ``sendto`` with an address) of the agent's cgroup, or a raw or
+    packet ``socket`` it asked for (address ``raw`` / ``packet``: a way past the forwarder),
+    from the kernel (``lab.collectors.bpftrace_exec``): seen even when refused before any
+    packet."""
 
     call: str
     pid: int
@@ -145,8 +147,9 @@ class SocketCall:
 
 def stray_calls(allowed: Iterable[str], calls: list[SocketCall]) -> list[SocketCall]:
     """The calls that tried to reach something other than an allowed endpoint: any inet or
-    inet6 address not allowed (refused or not), a unix socket that was reached, any other
-    family but netlink (the kernel's own routing queries) and unspec (a disconnect)."""
+    inet6 address not allowed (refused or not; a raw socket's address is ``raw``, never an
+    endpoint), a unix socket that was reached, any other family (a packet socket) but
+    netlink (the kernel's own routing queries) and unspec (a disconnect)."""
     ok = set(allowed)
     stray = []
     for c in calls:

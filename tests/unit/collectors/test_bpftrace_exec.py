@@ -48,7 +48,12 @@ def test_a_path_search_an_exec_chain_a_signal_and_a_survivor() -> None:
 
 def test_the_script_filters_every_probe_by_cgroup() -> None:
     probes = [line for line in SCRIPT.splitlines() if line.startswith("tracepoint:")]
-    assert len(probes) == 6 and all("__FILTER__" in line for line in probes)
+    assert len(probes) == 7
+    blocks = [b for b in SCRIPT.split("}\n") if "tracepoint:" in b]
+    # every probe filtered by cgroup, but the socket's return: printed only for a raw or
+    # packet socket the filtered entry probe marked
+    assert all("__FILTER__" in b or "/@raw[tid]/" in b for b in blocks), blocks
+    assert "tracepoint:syscalls:sys_exit_socket /@raw[tid]/" in SCRIPT
 
 
 # bpftrace 0.17's %r of the sockaddr buffers of four calls a Python process made on this
@@ -92,3 +97,22 @@ def test_a1_fails_on_a_connect_elsewhere_even_when_no_packet_left() -> None:
     # no connect trace: a capture's pass is not enough
     assert _with_calls(allowed, None, "pass", "ok", ())[0] == "not-observed"
     assert _with_calls(allowed, None, "fail", "stray", ("tcp x",)) == ("fail", "stray", ("tcp x",))
+
+
+def test_a_raw_or_packet_socket_is_a_stray_call_with_its_return() -> None:
+    # bpftrace's lines for a Python process of this machine's nobody user asking for an
+    # AF_INET SOCK_RAW and an AF_PACKET socket (both refused: EPERM), then a plain TCP one
+    # (not printed: not raw)
+    text = (
+        "SOCK socket 14241 14241 2 3\nSOCKRET 14241 -1\n"
+        "SOCK socket 14241 14241 17 2\nSOCKRET 14241 -1\n"
+    )
+    calls = parse_socket_calls(text)
+    assert [(c.call, c.family, c.address, c.ret) for c in calls] == [
+        ("socket", "inet", "raw", -1),
+        ("socket", "packet", "packet", -1),
+    ]
+    assert stray_calls(("127.0.0.1:11434",), calls) == calls
+    verdict, why, disallowed = _with_calls(("127.0.0.1:11434",), calls, "pass", "ok", ())
+    assert verdict == "fail" and "socket inet raw → -1" in why
+    assert disallowed == ("socket packet", "socket raw")
