@@ -48,7 +48,7 @@ def test_a_path_search_an_exec_chain_a_signal_and_a_survivor() -> None:
 
 def test_the_script_filters_every_probe_by_cgroup() -> None:
     probes = [line for line in SCRIPT.splitlines() if line.startswith("tracepoint:")]
-    assert len(probes) == 7
+    assert len(probes) == 8
     blocks = [b for b in SCRIPT.split("}\n") if "tracepoint:" in b]
     # every probe filtered by cgroup, but the socket's return: printed only for a raw or
     # packet socket the filtered entry probe marked
