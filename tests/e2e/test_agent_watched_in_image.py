@@ -55,6 +55,7 @@ def test_a1_pass_and_fail_with_the_model_stub_in_the_image(tmp_path: Path) -> No
     port = int(stub.address.rsplit(":", 1)[1])
     assert f"tcp 127.0.0.1:{port + 1}" in egress["egress"]["disallowed"]
     assert "connect 192.0.2.1:80" in egress["egress"]["disallowed"]  # the connect trace
+    assert "socket raw" in egress["egress"]["disallowed"]  # refused, and seen asking
     interval = results["campaign"].get("interval")
     assert interval is not None and 0 <= interval[0] <= interval[1] <= 1, results["campaign"]
     _nothing_outlives("sleep 313")

@@ -88,6 +88,10 @@ def test_a1_passes_for_the_model_only_and_fails_for_the_stray(
     assert "connect 192.0.2.1:80" in egress["disallowed"]
     unroutable = [c for c in egress["calls"] if c["address"] == "192.0.2.1:80"]
     assert unroutable and unroutable[0]["ret"] == -101  # ENETUNREACH
+    # the raw socket: refused without CAP_NET_RAW (no packet, no connect), seen by the trace
+    raw = [c for c in egress["calls"] if c["call"] == "socket"]
+    assert raw and raw[0]["address"] == "raw" and raw[0]["ret"] == -1, egress["calls"]
+    assert "socket raw" in egress["disallowed"]
     first = json.loads((run_dir / "repetitions" / "r1" / "repetition.json").read_text())["egress"]
     assert first["attempts"] and "went elsewhere" in first["why"]
     said = (run_dir / "repetitions" / "r2" / "agent.stdout").read_text()
