@@ -170,7 +170,9 @@ class Verifier:
                 also(seed)
             frozen = self.work / "gocache"
             procs.run(
-                ["cp", "-a", "--", str(seed), str(frozen)],
+                # not -a: the copy's owners and modes are _freeze's to set, and the lab
+                # image's root (no CAP_FOWNER) cannot set the times of a file it gave away
+                ["cp", "-R", "--preserve=timestamps", "--", str(seed), str(frozen)],
                 purpose="verification: the warm Go build cache kept for the run",
                 log=self.log,
                 tool="cp",
@@ -295,8 +297,8 @@ def _freeze(root: Path, uid: int) -> None:
         if path.is_symlink():
             os.lchown(path, 0, 0)
         elif stat.S_ISDIR(path.lstat().st_mode):
+            path.chmod(0o700)  # the mode first, while root owns it (no CAP_FOWNER in the image)
             os.chown(path, uid, 0)
-            path.chmod(0o700)
         else:
             os.chown(path, 0, 0)
             path.chmod(0o444)
