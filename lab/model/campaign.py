@@ -348,9 +348,11 @@ class CampaignRecord:
         tiers: dict[str, Any] = {}
         for tier, rows in runs.items():
             tokens = [r.egress.tokens() if r.egress is not None else None for r in rows]
+            met_here = sum(1 for r in rows if r.outcome == "met")
             tiers[tier] = {
                 "runs": len(rows),
-                "met": sum(1 for r in rows if r.outcome == "met"),
+                "met": met_here,
+                "interval": self.interval_of(met_here, len(rows)) if rows else None,
                 "agent_s": round(sum(r.duration_s for r in rows), 3),
                 "tokens": None
                 if None in tokens

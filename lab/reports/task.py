@@ -234,18 +234,58 @@ def campaign_outline(document: Mapping[str, Any]) -> list[Section]:
         *_signing(document),
     ]
     witness: list[Block] = []
+    escalation = _escalation_blocks(campaign)
     for rep in campaign["repetitions"]:
         judged = rep.get("evaluation") or {}
         witness += witness_blocks(judged.get("repetitions", []), f"repetition {rep['index']}, ")
     evidence = tuple(f"{row['item']}: {row['where']}" for row in campaign["evidence"])
     return [
         Section("Verdict", 0, verdict),
+        *([Section("Escalation", 0, escalation)] if escalation else []),
         Section("The required failing baseline", 0, [Text(_campaign_baseline(campaign))]),
         Section("Calibration", 0, calibration_blocks(campaign.get("instrument_check") or None)),
         Section("S3: the kernel as a witness", 0, witness or [Text("No repetition was judged.")]),
         Section("The nine evidence items", 0, [Bullets(evidence)]),
         Section("What this campaign does not prove", 0, [Bullets(tuple(campaign["not_proven"]))]),
     ]
+
+
+def _escalation_blocks(campaign: Mapping[str, Any]) -> list[Block]:
+    """``--escalate-cmd``: verified successes per tier with their 95 % interval, agent time
+    and tokens per tier and per verified success, each escalated run; none without it."""
+    if not (campaign.get("agent") or {}).get("escalate_command"):
+        return []
+    summary = campaign["escalation"]
+    rows = []
+    for tier, name in (("1", "the agent"), ("2", "escalated (--escalate-cmd)")):
+        t = summary["tiers"][tier]
+        met, bar = f"{t['met']}/{t['runs']}", _interval(t.get("interval"))
+        rows.append([f"tier {tier}: {name}", met, bar, f"{t['agent_s']:.1f}", _count(t["tokens"])])
+    per_s = summary["agent_s_per_success"]
+    rows.append(["per verified success (both tiers)", str(summary["verified_successes"]), "",
+                 "—" if per_s is None else f"{per_s:.1f}",
+                 _count(summary["tokens_per_success"])])  # fmt: skip
+    runs = tuple(
+        f"r{rep['index']}: {rep['outcome']} → escalated: {rep['escalation']['outcome']}; "
+        f"failed clauses: {', '.join(rep['escalation']['failed_clauses']) or 'none'}"
+        for rep in campaign["repetitions"]
+        if rep.get("escalation")
+    )
+    head = ["", "met", "95 % interval", "agent time (s)", "tokens"]
+    return [
+        TableBlock(Table(head, rows)),
+        *([Bullets(runs)] if runs else []),
+        Text(
+            f"Escalated to: {campaign['agent']['escalate_command']}. What escalation cost is "
+            "tier 2's agent time and tokens; each escalated run got a fresh workspace and the "
+            "signed evidence package of the run it retried (repetitions/rN/escalation-package; "
+            "its own evidence in repetitions/rN/escalation/), and was judged by the same gates."
+        ),
+    ]
+
+
+def _count(value: Any) -> str:
+    return "unread" if value is None else f"{value:,}"
 
 
 def _campaign_baseline(campaign: Mapping[str, Any]) -> str:

@@ -9,12 +9,18 @@ patch and bundle kept whatever happened, and its result judged exactly as ``lab 
                                       agent_cmd="sh agent.sh", repetitions=3, local=True),
                       say=print, echo=print)
     outcome.campaign.met, outcome.exit_status        # 0 when at least --require met it
+
+With ``--escalate-cmd CMD2`` a repetition that failed or timed out is handed to a second
+agent in a fresh workspace with the signed evidence package of :mod:`lab.campaign.escalate`
+(the task, its clauses and verification commands, each patch, the verification failures,
+the stop reason) at ``$LAB_ESCALATION``, judged by the same gates (``rN/escalation/``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -23,9 +29,11 @@ from typing import Any
 from lab.campaign import in_image, workspace
 from lab.campaign.agent import agent_argv, run_agent
 from lab.campaign.conduct import CampaignOutcome
+from lab.campaign.escalate import ENV_NAME, escalate, needs_escalation
 from lab.campaign.outcome import after_judging, crashed
 from lab.campaign.records import agent_record, patch_record
 from lab.campaign.task import CampaignRequest
+from lab.campaign.workspace import Workspace
 from lab.errors import CampaignError, UsageError
 from lab.host import identity
 from lab.model.campaign import (
@@ -36,7 +44,7 @@ from lab.model.campaign import (
     RepetitionRecord,
 )
 from lab.run.options import check_count
-from lab.sandbox import boxfs, cell_dirs
+from lab.sandbox import Sandbox, boxfs, cell_dirs
 from lab.workloads.calcache import evaluation_id
 from lab.workloads.calibrate import Calibration
 from lab.workloads.evaluate import TaskRun, check_task, keep_calibration, open_task_run
@@ -94,6 +102,12 @@ NOT_PROVEN: tuple[str, ...] = (
     "k of N says how often this agent met this task with this budget here; N repetitions "
     "bound, but do not measure exactly, how often it would on the next try.",
 )
+#: what a fixture task's campaign builds and judges (the escalation package says it)
+JUDGED = (
+    "the whole workspace against the baseline commit (patches/final.patch), judged like lab "
+    "evaluate --task --patch: the protected files restored, each verification command run in "
+    "the sandbox without network, and the workload's oracle where a clause names none"
+)
 
 
 def execute(
@@ -114,6 +128,7 @@ def execute(
         record = CampaignRecord(
             task=task.to_dict(),
             agent_command=request.agent_cmd,
+            escalate_command=request.escalate_cmd,
             agent_files=dict(sorted(files.items())),
             agent_network=request.agent_network,
             agent_env=request.agent_env,
@@ -133,7 +148,8 @@ def execute(
             json.dumps(_document(record), indent=2, sort_keys=True) + "\n"
         )
         for index in range(1, repetitions + 1):
-            record.repetitions.append(_repetition(run, request, budget, index, say, echo))
+            first = _repetition(run, request, budget, index, say, echo)
+            record.repetitions.append(_escalate(run, request, budget, first, say, echo))
         archive = _finish(run, record, check, say)
     finally:
         run.close()
@@ -148,8 +164,8 @@ def execute(
 def _settle(request: CampaignRequest, task: FixtureTask) -> tuple[int, int, float]:
     if request.shard is not None:
         raise UsageError("--shard is not available for a fixture task's campaign yet.")
-    if request.escalate_cmd is not None:
-        raise UsageError("--escalate-cmd is not available for a fixture task's campaign yet.")
+    if request.escalate_cmd is not None and not request.escalate_cmd.strip():
+        raise UsageError("--escalate-cmd is empty; give the command that runs the second agent.")
     repetitions = request.repetitions or task.repetitions
     check_count(repetitions, "--repetitions")
     required = repetitions if request.require is None else request.require
@@ -170,6 +186,23 @@ def _settle(request: CampaignRequest, task: FixtureTask) -> tuple[int, int, floa
     return repetitions, required, budget
 
 
+def _escalate(
+    run: TaskRun,
+    request: CampaignRequest,
+    budget: float,
+    rep: RepetitionRecord,
+    say: Callable[[str], None],
+    echo: Callable[[str], None],
+) -> RepetitionRecord:
+    """``rep`` as it is, or escalated (``--escalate-cmd``) when it did not meet the task."""
+    if not request.escalate_cmd or not needs_escalation(rep):
+        return rep
+    rep_dir = run.run_dir / "repetitions" / f"r{rep.index}"
+    again = lambda package: _repetition(run, request, budget, rep.index, say, echo, package)  # noqa: E731
+    return escalate(rep, rep_dir=rep_dir, task=run.task, signer=run.prepared.signer,
+                    run=again, say=say, judged=JUDGED)  # fmt: skip
+
+
 def _repetition(
     run: TaskRun,
     request: CampaignRequest,
@@ -177,28 +210,21 @@ def _repetition(
     index: int,
     say: Callable[[str], None],
     echo: Callable[[str], None],
+    package: Path | None = None,
 ) -> RepetitionRecord:
-    task = run.task
+    """One agent run; with ``package``, the escalated run (``--escalate-cmd``) in
+    ``rN/escalation/``, the package read-only at ``$LAB_ESCALATION``."""
     rep_dir = run.run_dir / "repetitions" / f"r{index}"
+    rep_dir = rep_dir if package is None else rep_dir / "escalation"
     rep_dir.mkdir(parents=True)
     sandbox = run.prepared.sandbox
     assert sandbox is not None
     scratch = Path(tempfile.mkdtemp(prefix="lab-agent-"))
     try:
         box, home, tmp = cell_dirs(scratch, sandbox)
-        ws = workspace.create(
-            scratch,
-            task.text,
-            uid=sandbox.user.uid,
-            gid=sandbox.user.gid,
-            log=run.log,
-            source=task.fixture_dir,
-            files=workspace.fixture_files(task.fixture_dir),
-            gitignore="",
-        )
-        manifest_doc = {"baseline_commit": ws.baseline_commit, "files": ws.manifest}
-        (rep_dir / "workspace.json").write_text(json.dumps(manifest_doc, indent=2) + "\n")
-        argv, _ = agent_argv(request.agent_cmd, box, cwd=Path.cwd())
+        env, command = _agent(request, box, package)
+        ws = _workspace(run, scratch, sandbox, rep_dir)
+        argv, _ = agent_argv(command, box, cwd=Path.cwd())
         say(
             f"Repetition {index}: the agent starts (baseline {ws.baseline_commit[:12]}, "
             f"budget {budget:g} s)"
@@ -213,7 +239,7 @@ def _repetition(
             repetition=index,
             budget_s=budget,
             network=request.agent_network,
-            env=tuple((name, os.environ[name]) for name in request.agent_env),
+            env=env,
             stdout=rep_dir / "agent.stdout",
             stderr=rep_dir / "agent.stderr",
             echo=echo,
@@ -229,6 +255,37 @@ def _repetition(
     )
     say(f"Repetition {index}: {rep.outcome} — {rep.reason}")
     return rep
+
+
+def _workspace(run: TaskRun, scratch: Path, sandbox: Sandbox, rep_dir: Path) -> Workspace:
+    """The fixture and TASK.md in a fresh git repository (the same baseline commit every
+    time), its manifest in ``rep_dir/workspace.json``."""
+    task = run.task
+    ws = workspace.create(
+        scratch,
+        task.text,
+        uid=sandbox.user.uid,
+        gid=sandbox.user.gid,
+        log=run.log,
+        source=task.fixture_dir,
+        files=workspace.fixture_files(task.fixture_dir),
+        gitignore="",
+    )
+    manifest_doc = {"baseline_commit": ws.baseline_commit, "files": ws.manifest}
+    (rep_dir / "workspace.json").write_text(json.dumps(manifest_doc, indent=2) + "\n")
+    return ws
+
+
+def _agent(
+    request: CampaignRequest, box: Path, package: Path | None
+) -> tuple[tuple[tuple[str, str], ...], str]:
+    """The environment and command of one run: the agent's, or with ``package`` the second
+    agent's (``--escalate-cmd``), the package copied into its box at ``$LAB_ESCALATION``."""
+    env = tuple((name, os.environ[name]) for name in request.agent_env)
+    if package is None or not request.escalate_cmd:
+        return env, request.agent_cmd
+    shutil.copytree(package, box / "escalation")
+    return (*env, (ENV_NAME, str(box / "escalation"))), request.escalate_cmd
 
 
 def _judge(

@@ -2,8 +2,9 @@
 tests/assets/tasks/ (``shell``: no toolchain, fast; ``adder``: Go, go test -race -json and
 go vet with the run's warm build cache): the untouched fixture must fail, the seeds must
 break what they name, a candidate is judged by clause in the sandbox, a workload's oracle
-decides its clauses (a failing oracle: not-observed), and a campaign keeps every patch and
-judges a timed-out repetition too.
+decides its clauses (a failing oracle: not-observed), a campaign keeps every patch and
+judges a timed-out repetition too, and ``--escalate-cmd`` hands a failed repetition to a
+second agent with the signed evidence package.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import io
 import json
 import os
 import shutil
+import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +24,8 @@ import pytest
 import yaml
 
 from lab import _cli, workloads
+from lab.evidence.keys import PublicKey
+from lab.evidence.signing import verify_detached
 from lab.evidence.verify import verify_archive
 from lab.schemas import validate_results
 from tests.conftest import ASSETS, require
@@ -308,3 +312,50 @@ def test_a_go_campaign_shows_capability_beside_its_failures(tmp_path: Path) -> N
         "adder_test.go",
         "go.mod",
     ]
+
+
+def test_a_failed_repetition_is_escalated_and_met_from_the_package(tmp_path: Path) -> None:
+    """--escalate-cmd on a fixture task: the first agent writes the wrong value (T1 fails);
+    the second starts from the baseline with the signed package and meets the task."""
+    agents = ASSETS / "agents"
+    code, doc = lab(
+        "campaign",
+        "--task",
+        str(SHELL / "task.yaml"),
+        "--agent-cmd",
+        f"sh {agents / 'shell-wrong.sh'}",
+        "--escalate-cmd",
+        f"sh {agents / 'shell-escalated-fix.sh'}",
+        "--out",
+        str(tmp_path),
+    )
+    assert code == 1, doc  # --require counts the first agent's runs only
+    [row] = doc["repetitions"]
+    assert (row["outcome"], row["failed_clauses"]) == ("failed", ["T1"])
+    assert row["escalation"] == {"outcome": "met", "failed_clauses": []}
+    data = results(doc)
+    summary = data["campaign"]["escalation"]
+    tiers = summary["tiers"]
+    assert [(t["met"], t["runs"]) for t in (tiers["1"], tiers["2"])] == [(0, 1), (1, 1)]
+    assert summary["verified_successes"] == 1 and tiers["2"]["agent_s"] > 0
+    assert data["campaign"]["agent"]["escalate_command"].endswith("shell-escalated-fix.sh")
+    rep = data["campaign"]["repetitions"][0]
+    assert rep["escalated"]["evaluation"]["status"] == "pass"
+    r1 = run_dir_of(doc) / "repetitions" / "r1"
+    package = r1 / "escalation-package"
+    checked = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=package, capture_output=True)
+    assert checked.returncode == 0, checked.stdout
+    run_key = PublicKey.from_signify((run_dir_of(doc) / "lab.pub").read_text(), what="lab.pub")
+    signature = (package / "SHA256SUMS.sig").read_text()
+    verify_detached((package / "SHA256SUMS").read_bytes(), signature, run_key, what="sums")
+    constraints = json.loads((package / "constraints.json").read_text())
+    assert constraints["clauses_deciding_success"] == ["T1", "T2"]
+    assert (package / "verification" / "r1" / "check" / "stdout").read_text() == "value is 3\n"
+    said = (r1 / "escalation" / "agent.stdout").read_text()
+    assert "check.sh said: value is 3" in said and "hold 2" in said
+    workspace = json.loads((r1 / "escalation" / "workspace.json").read_text())
+    first = json.loads((r1 / "workspace.json").read_text())
+    assert workspace["baseline_commit"] == first["baseline_commit"]  # a fresh workspace
+    report = (run_dir_of(doc) / "report.md").read_text()
+    assert "## Escalation" in report and "| tier 2: escalated (--escalate-cmd) | 1/1 |" in report
+    verify_archive(Path(doc["archive"]), pubkey=run_dir_of(doc) / "lab.pub")

@@ -10,12 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from lab.campaign.escalate import needs_escalation, write_package
-from lab.campaign.task import load_task
+from lab.campaign.escalate import NATIVE_JUDGED, OUTPUT_TAIL, needs_escalation, write_package
+from lab.campaign.task import CampaignRequest, load_task
+from lab.errors import UsageError
 from lab.evidence.signing import Signer, verify_detached
 from lab.model.campaign import RepetitionRecord
+from lab.model.task import CandidateInfo, RepetitionJudgement, TaskEvaluation, Verdict
 from lab.model.trajectory import JudgedSnapshot, mark
 from lab.reports.campaign import campaign_lines, campaign_sections
+from lab.workloads.campaign import JUDGED, _settle
+from lab.workloads.task import load_fixture_task
 from tests.conftest import ASSETS
 from tests.unit.model.test_campaign import record, rep
 
@@ -79,8 +83,10 @@ def test_an_escalated_repetition_in_the_row_the_tiers_and_the_report(tmp_path: P
     assert first.row()["escalation"] is None
     campaign = dataclasses.replace(record(escalated, rep(2, "met")), escalate_command="sh b.sh")
     tiers = campaign.tiers()
-    assert tiers["tiers"]["1"] == {"runs": 2, "met": 1, "agent_s": 3.0, "tokens": None}
-    assert tiers["tiers"]["2"] == {"runs": 1, "met": 1, "agent_s": 1.0, "tokens": None}
+    assert tiers["tiers"]["1"] == {"runs": 2, "met": 1, "agent_s": 3.0, "tokens": None,
+                                   "interval": campaign.interval_of(1, 2)}  # fmt: skip
+    assert tiers["tiers"]["2"] == {"runs": 1, "met": 1, "agent_s": 1.0, "tokens": None,
+                                   "interval": campaign.interval_of(1, 1)}  # fmt: skip
     # 4 s of agent time in all (1 + 2, then 1 escalated) bought 2 verified successes
     assert tiers["verified_successes"] == 2 and tiers["agent_s_per_success"] == 2.0
     again = RepetitionRecord.from_dict(json.loads(json.dumps(escalated.to_dict())))
@@ -102,13 +108,84 @@ def test_a_package_without_snapshots_still_says_why(tmp_path: Path, outcome: str
     assert json.loads((package / "stop.json").read_text())["outcome"] == outcome
 
 
-def test_a_fixture_task_refuses_escalation_in_one_sentence(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from lab import _cli
+def failed_task_run(rep_dir: Path) -> RepetitionRecord:
+    """A shell fixture task's run whose patch failed T1 (check.sh), its outputs kept."""
+    (rep_dir / "native.patch").write_text("-1\n+3\n")
+    commands = rep_dir / "judged" / "repetitions" / "r1" / "commands"
+    (commands / "check").mkdir(parents=True)
+    (commands / "check" / "stdout").write_text("x" * OUTPUT_TAIL + "value.txt holds 3\n")
+    (commands / "check" / "stderr").write_text("")
+    (commands / "check" / "report.xml").write_text("<testsuite/>")  # not a stream: not kept
+    judgement = RepetitionJudgement(
+        index=1,
+        commands={
+            "check": {"exit_status": 1, "timed_out": False, "passed": False,
+                      "sandbox_error": None, "report": {"failed": ["value is 2"]}},
+            "lint": {"exit_status": 0, "timed_out": False, "passed": True,
+                     "sandbox_error": None, "report": None},
+        },
+        oracle=None,
+        verdicts={"T1": Verdict("fail", "check: failed tests: value is 2"),
+                  "T2": Verdict("pass", "lint exited 0")},
+    )  # fmt: skip
+    cand = CandidateInfo(kind="patch", name="patch.diff", sha256="ab" * 32,
+                         files_changed=("value.txt",), outside_editable=(),
+                         protected_changed=())  # fmt: skip
+    judged = TaskEvaluation(task={"name": "shell"}, candidate=cand, repetitions=[judgement])
+    judged.conclude(("T1", "T2"))
+    base = rep(1, "failed", judged.failed(("T1", "T2")))
+    return dataclasses.replace(base, reason="T1: fail: check: failed tests", evaluation=judged)
 
-    task = Path(__file__).resolve().parents[3] / "campaigns" / "safe-store" / "task.yaml"
-    code = _cli.main(["campaign", "--task", str(task), "--agent-cmd", "true", "--local",
-                      "--escalate-cmd", "true", "--out", str(tmp_path)])  # fmt: skip
-    assert code == 2
-    assert "--escalate-cmd is not available for a fixture task" in capsys.readouterr().err
+
+def test_a_fixture_task_campaign_s_package(tmp_path: Path) -> None:
+    signer = Signer.ephemeral()
+    task = load_fixture_task(ASSETS / "tasks" / "shell" / "task.yaml")
+    package = write_package(tmp_path / "package", rep=failed_task_run(tmp_path), rep_dir=tmp_path,
+                            task=task, signer=signer, judged=JUDGED)  # fmt: skip
+    names = sorted(str(p.relative_to(package)) for p in package.rglob("*") if p.is_file())
+    assert names == [
+        "README.md", "SHA256SUMS", "SHA256SUMS.sig", "TASK.md", "constraints.json", "lab.pub",
+        "patches/final.patch", "stop.json", "verification.json",
+        "verification/r1/check/stderr", "verification/r1/check/stdout",
+    ]  # fmt: skip
+    verify_detached((package / "SHA256SUMS").read_bytes(),
+                    (package / "SHA256SUMS.sig").read_text(), signer.public_key,
+                    what="the package's SHA256SUMS")  # fmt: skip
+    checked = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=package, capture_output=True)
+    assert checked.returncode == 0, checked.stdout
+    assert (package / "TASK.md").read_text() == task.text
+    constraints = json.loads((package / "constraints.json").read_text())
+    assert constraints["clauses_deciding_success"] == ["T1", "T2"]
+    assert constraints["task"]["requirements"]["T1"] == "check.sh passes (value.txt holds 2)"
+    assert constraints["commands_deciding_success"] == [["sh", "check.sh"], ["sh", "lint.sh"]]
+    assert constraints["judged"] == JUDGED and "native/" not in constraints["judged"]
+    final = json.loads((package / "verification.json").read_text())["final"]
+    assert final["failed_clauses"] == {"T1": "fail: check: failed tests: value is 2"}
+    [judged] = final["judged"]
+    assert judged["commands"]["check"] == {
+        "exit_status": 1, "timed_out": False, "passed": False, "sandbox_error": None,
+        "failed_tests": ["value is 2"], "output": "verification/r1/check/",
+    }  # fmt: skip
+    assert judged["verdicts"]["T1"]["observed"] == "fail"
+    assert judged["verdicts"]["T2"]["observed"] == "pass"
+    stdout = (package / "verification" / "r1" / "check" / "stdout").read_bytes()
+    assert len(stdout) == OUTPUT_TAIL and stdout.endswith(b"value.txt holds 3\n")  # its end
+    assert (package / "patches" / "final.patch").read_text() == "-1\n+3\n"
+    assert json.loads((package / "stop.json").read_text())["outcome"] == "failed"
+
+
+def test_a_backup_task_s_package_says_native_is_judged(tmp_path: Path) -> None:
+    package = write_package(tmp_path / "p", rep=rep(1, "failed"), rep_dir=tmp_path,
+                            task=load_task(TASK), signer=None)  # fmt: skip
+    constraints = json.loads((package / "constraints.json").read_text())
+    assert constraints["judged"] == NATIVE_JUDGED
+    assert json.loads((package / "verification.json").read_text())["final"]["judged"] == []
+    assert not (package / "verification").exists()
+
+
+def test_a_fixture_task_campaign_takes_escalate_cmd_and_refuses_an_empty_one() -> None:
+    task = load_fixture_task(ASSETS / "tasks" / "shell" / "task.yaml")
+    request = CampaignRequest(task_path=task.path, agent_cmd="sh a.sh", escalate_cmd="sh b.sh")
+    assert _settle(request, task) == (1, 1, 30.0)
+    with pytest.raises(UsageError, match="--escalate-cmd is empty"):
+        _settle(dataclasses.replace(request, escalate_cmd="  "), task)

@@ -5,6 +5,7 @@ evidence items."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 from pathlib import Path
@@ -16,6 +17,7 @@ from lab.reports.markdown import render_markdown
 from lab.reports.pdf import render_pdf
 from lab.reports.task import task_outline
 from tests.conftest import require
+from tests.unit.model.test_campaign import record, rep
 from tests.unit.reports.reports_sample import build_sample_run
 
 WITNESS = (
@@ -96,3 +98,27 @@ def test_a_campaign_shows_the_nine_evidence_items() -> None:
     )
     assert "The nine evidence items" in md and "- item 9: where 9" in md
     assert "| S3 | 0/1 | 0–98 % |" in md and "repetition 1, r1: S3 fail" in md
+
+
+def test_a_task_campaign_with_escalation_shows_each_tier() -> None:
+    first = dataclasses.replace(rep(1, "failed", {"T1": "fail: check exited 1"}),
+                                escalation=rep(1, "met"))  # fmt: skip
+    campaign = dataclasses.replace(
+        record(first, rep(2, "met")),
+        task={"name": "shell", "workload": "none", "clauses": ["T1", "T2"]},
+        escalate_command="sh fix.sh",
+        instrument_check={},
+    )
+    md = render_markdown(
+        build_sample_run(), files=None, outline=task_outline({"campaign": campaign.to_dict()})
+    )
+    assert "## Escalation" in md and "Escalated to: sh fix.sh" in md
+    assert "| tier 1: the agent | 1/2 | 1–99 % | 3.0 | unread |" in md
+    assert "| tier 2: escalated (--escalate-cmd) | 1/1 | 2–100 % | 1.0 | unread |" in md
+    assert "| per verified success (both tiers) | 2 |  | 2.0 | unread |" in md
+    assert "r1: failed → escalated: met; failed clauses: none" in md
+    plain = dataclasses.replace(campaign, escalate_command=None)
+    md = render_markdown(
+        build_sample_run(), files=None, outline=task_outline({"campaign": plain.to_dict()})
+    )
+    assert "Escalation" not in md
