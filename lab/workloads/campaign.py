@@ -9,6 +9,9 @@ patch and bundle kept whatever happened, and its result judged exactly as ``lab 
                                       agent_cmd="sh agent.sh", repetitions=3, local=True),
                       say=print, echo=print)
     outcome.campaign.met, outcome.exit_status        # 0 when at least --require met it
+
+With ``--shard I/N`` it conducts only its repetitions (:mod:`lab.campaign.shard`, as a backup
+campaign does) and ``lab merge`` writes the shards as one campaign (:mod:`lab.merge.task`).
 """
 
 from __future__ import annotations
@@ -138,7 +141,8 @@ def execute(
         )
         indices = list(range(1, repetitions + 1)) if part is None else part.indices
         if part is not None:
-            say(f"Shard {part.spec} of campaign {part.frozen_id}: repetition(s) {indices}")
+            shown = ", ".join(map(str, indices))
+            say(f"Shard {part.spec} of campaign {part.frozen_id}: repetition(s) {shown}")
         for index in indices:
             record.repetitions.append(_repetition(run, request, budget, index, say, echo))
         archive = _finish(run, record, check, say, part)
