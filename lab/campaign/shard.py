@@ -24,8 +24,10 @@ machines are each well defined, as they are across the repetitions of one machin
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lab.campaign.agent import agent_argv
 from lab.campaign.settle import Settings
@@ -59,9 +61,10 @@ def units(repetitions: int) -> list[shard.Unit]:
     return shard.work_units([UNIT_NAME], repetitions)
 
 
-def shared_run_id(
-    request: CampaignRequest, task: Task, settings: Settings, frozen: FrozenEvaluation
-) -> str:
+def shared_run_id(request: CampaignRequest, judged: Mapping[str, Any]) -> str:
+    """``judged``: what decides the judgement and the agent's runs (``evaluation_id``,
+    ``task_sha256``, ``budget_s``, ``repetitions``, ``require``); the agent and the shard
+    count are the request's."""
     spec = request.shard
     assert spec is not None
     if request.run_id:
@@ -70,31 +73,56 @@ def shared_run_id(
         _, files = agent_argv(request.agent_cmd, Path(probe), cwd=Path.cwd())
     return shard.frozen_run_id(
         {
-            "evaluation_id": frozen.evaluation_id,
-            "task_sha256": task.sha256,
+            **judged,
             "agent_command": request.agent_cmd,
             "agent_files": files,
             "agent_network": request.agent_network,
             "agent_env": list(request.agent_env),
-            "budget_s": settings.budget_s,
-            "repetitions": settings.repetitions,
-            "require": settings.required,
             "shards": spec.count,
         },
         prefix="campaign",
     )
 
 
-def plan_shard(
-    request: CampaignRequest, task: Task, settings: Settings, frozen: FrozenEvaluation
+def plan_repetitions(
+    request: CampaignRequest,
+    *,
+    evaluation_id: str,
+    task_sha256: str,
+    budget_s: float,
+    repetitions: int,
+    required: int,
 ) -> CampaignShard:
+    """Any campaign's shard (a backup task's or a fixture task's): its repetitions and the
+    run id every shard shares, from what decides the judgement and the agent's runs."""
     spec = request.shard
     assert spec is not None
-    frozen_id = shared_run_id(request, task, settings, frozen)
-    mine = spec.select(units(settings.repetitions))
+    judged = {
+        "evaluation_id": evaluation_id,
+        "task_sha256": task_sha256,
+        "budget_s": budget_s,
+        "repetitions": repetitions,
+        "require": required,
+    }
+    frozen_id = shared_run_id(request, judged)
+    mine = spec.select(units(repetitions))
     return CampaignShard(
         spec=spec,
         frozen_id=frozen_id,
         indices=[u.repetition for u in mine],
         record=shard.shard_record(spec, mine, frozen_id, UNIT_KIND),
+    )
+
+
+def plan_shard(
+    request: CampaignRequest, task: Task, settings: Settings, frozen: FrozenEvaluation
+) -> CampaignShard:
+    """A backup campaign's shard."""
+    return plan_repetitions(
+        request,
+        evaluation_id=frozen.evaluation_id,
+        task_sha256=task.sha256,
+        budget_s=settings.budget_s,
+        repetitions=settings.repetitions,
+        required=settings.required,
     )

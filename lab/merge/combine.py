@@ -25,6 +25,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from lab.evidence.archive import PUBKEY
 from lab.judge import aggregate
 from lab.merge.evaluation import merged_evaluation, notes
 from lab.merge.shards import MergeError, ShardArchive, check_shards, open_shards
+from lab.merge.task import is_task_campaign, write_merged_task
 from lab.merge.timeline import read_rows, write_merged_timeline
 from lab.model import RunResult
 from lab.pipeline import finish
@@ -46,8 +48,17 @@ CONCATENATED = ("commands.jsonl",)
 TIMELINE = "timeline.jsonl"
 #: an evaluation's records that are no unit's: shard 1's go where an unsharded evaluation
 #: keeps them (every shard's stay under shards/<I>/): the frozen record and the candidate
-#: (alike in every shard), and the instrument check's scenarios (shard 1's machine's)
-FROM_FIRST = ("evaluation.json", "candidate", *CALIBRATION_SCENARIOS, "campaign", "baseline")
+#: (alike in every shard), and the instrument check's scenarios (shard 1's machine's); a
+#: fixture task's campaign: its task file, and its baseline and seeds as shard 1 judged them
+FROM_FIRST = (
+    "evaluation.json",
+    "candidate",
+    *CALIBRATION_SCENARIOS,
+    "campaign",
+    "baseline",
+    "task",
+    "calibration",
+)
 #: a campaign's units: every shard's agent runs (``repetitions/r<N>/``) go where an unsharded
 #: campaign keeps them
 CAMPAIGN_UNITS = "repetitions"
@@ -129,7 +140,11 @@ def merge(request: MergeRequest, *, say: Callable[[str], None]) -> MergeOutcome:
         }
         for r in records
     ]
-    archive = finish(
+    # a fixture task's campaign is written as its unsharded campaign is
+    writer: Callable[..., Any] = (
+        partial(write_merged_task, shards=shards) if is_task_campaign(result) else finish
+    )
+    archive = writer(
         result,
         run_dir,
         signer=signer,

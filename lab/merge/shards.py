@@ -166,7 +166,21 @@ def check_shards(shards: list[ShardArchive]) -> list[ShardArchive]:
         _kind,
         "merge the shards of one 'lab run', 'lab evaluate' or 'lab campaign', never a mix.",
     )
-    # one --run-id given to two evaluations: the frozen judgement or the candidate tells
+    # one --run-id given to two campaigns or evaluations: the task, its calibration, the
+    # frozen judgement or the candidate tells
+    _same(
+        shards,
+        "task",
+        lambda s: s.run.options.get("task_sha256"),
+        "merge the shards of one task's campaign only (the same task file on every machine).",
+    )
+    _same(
+        shards,
+        "calibration key",
+        lambda s: s.run.campaign.instrument_check.get("key") if s.run.campaign else None,
+        "merge the shards of one calibrated task only (the same task, seeds, toolchain and "
+        "limits on every machine).",
+    )
     _same(
         shards,
         "evaluation id",

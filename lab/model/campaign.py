@@ -227,7 +227,7 @@ class RepetitionRecord:
                 bundle_sha256=patch.get("bundle_sha256"),
                 problem=patch.get("problem"),
             ),
-            evaluation=None if evaluation is None else Evaluation.from_dict(evaluation),
+            evaluation=_judgement(evaluation),
             timing_ratio=data.get("timing_ratio"),
             timing_ratio_interval=data.get("timing_ratio_interval"),
             speed_met=data.get("speed_met"),
@@ -236,6 +236,15 @@ class RepetitionRecord:
             trajectory=_read(TrajectoryRecord.from_dict, data.get("trajectory")),
             escalation=_read(RepetitionRecord.from_dict, data.get("escalated")),
         )
+
+
+def _judgement(data: Any) -> Evaluation | TaskEvaluation | None:
+    """A repetition's judgement: a fixture task's (``kind: task``) or ``lab evaluate``'s."""
+    if data is None:
+        return None
+    if mapping(data, "evaluation").get("kind") == "task":
+        return TaskEvaluation.from_dict(dict(data))
+    return Evaluation.from_dict(data)
 
 
 def _read(reader: Callable[[Mapping[str, Any]], T], data: Any) -> T | None:

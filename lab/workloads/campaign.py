@@ -14,6 +14,8 @@ With ``--escalate-cmd CMD2`` a repetition that failed or timed out is handed to 
 agent in a fresh workspace with the signed evidence package of :mod:`lab.campaign.escalate`
 (the task, its clauses and verification commands, each patch, the verification failures,
 the stop reason) at ``$LAB_ESCALATION``, judged by the same gates (``rN/escalation/``).
+With ``--shard I/N`` it conducts only its repetitions (:mod:`lab.campaign.shard`, as a backup
+campaign does) and ``lab merge`` writes the shards as one campaign (:mod:`lab.merge.task`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from lab.campaign.conduct import CampaignOutcome
 from lab.campaign.escalate import ENV_NAME, escalate, needs_escalation
 from lab.campaign.outcome import after_judging, crashed
 from lab.campaign.records import agent_record, patch_record
+from lab.campaign.shard import CampaignShard, plan_repetitions
 from lab.campaign.task import CampaignRequest
 from lab.campaign.workspace import Workspace
 from lab.errors import CampaignError, UsageError
@@ -44,13 +47,14 @@ from lab.model.campaign import (
     RepetitionRecord,
 )
 from lab.run.options import check_count
-from lab.sandbox import Sandbox, boxfs, cell_dirs
+from lab.sandbox import Sandbox, SandboxSettings, boxfs, cell_dirs
 from lab.workloads.calcache import evaluation_id
 from lab.workloads.calibrate import Calibration
 from lab.workloads.evaluate import TaskRun, check_task, keep_calibration, open_task_run
 from lab.workloads.evidence import write_task_run
 from lab.workloads.judge import judge, prepare
 from lab.workloads.task import FixtureTask, load_fixture_task
+from lab.workloads.verify import limits_under
 
 #: where each of the article's nine evidence items lives in a fixture-task campaign
 EVIDENCE: tuple[tuple[str, str], ...] = (
@@ -118,7 +122,9 @@ def execute(
     if not request.local and not identity.in_lab_image():
         status, document = in_image.delegate(request)  # the image holds Go (golang-go)
         return CampaignOutcome(exit_status=status, document=document)
-    run = open_task_run(task, request.out, request.run_id, "campaign", say)
+    part = _plan(request, task, repetitions, required, budget)
+    run_id = request.run_id if part is None else part.run_id
+    run = open_task_run(task, request.out, run_id, "campaign", say)
     try:
         baseline, check = check_task(
             run, calibrate_it=True, say=say, recalibrate=request.recalibrate
@@ -145,16 +151,22 @@ def execute(
         )
         (run.run_dir / "campaign").mkdir()
         (run.run_dir / "campaign" / "campaign.json").write_text(
-            json.dumps(_document(record), indent=2, sort_keys=True) + "\n"
+            json.dumps(campaign_document(record), indent=2, sort_keys=True) + "\n"
         )
-        for index in range(1, repetitions + 1):
+        indices = list(range(1, repetitions + 1)) if part is None else part.indices
+        if part is not None:
+            shown = ", ".join(map(str, indices))
+            say(f"Shard {part.spec} of campaign {part.frozen_id}: repetition(s) {shown}")
+        for index in indices:
             first = _repetition(run, request, budget, index, say, echo)
             record.repetitions.append(_escalate(run, request, budget, first, say, echo))
-        archive = _finish(run, record, check, say)
+        archive = _finish(run, record, check, say, part)
     finally:
         run.close()
+    # a shard's own runs decide its exit status; --require over all runs is the merge's
+    met = record.succeeded if part is None else record.met == record.total
     return CampaignOutcome(
-        exit_status=0 if record.succeeded else 1,
+        exit_status=0 if met else 1,
         campaign=record,
         run_dir=run.run_dir,
         archive=archive,
@@ -162,8 +174,6 @@ def execute(
 
 
 def _settle(request: CampaignRequest, task: FixtureTask) -> tuple[int, int, float]:
-    if request.shard is not None:
-        raise UsageError("--shard is not available for a fixture task's campaign yet.")
     if request.escalate_cmd is not None and not request.escalate_cmd.strip():
         raise UsageError("--escalate-cmd is empty; give the command that runs the second agent.")
     repetitions = request.repetitions or task.repetitions
@@ -201,6 +211,23 @@ def _escalate(
     again = lambda package: _repetition(run, request, budget, rep.index, say, echo, package)  # noqa: E731
     return escalate(rep, rep_dir=rep_dir, task=run.task, signer=run.prepared.signer,
                     run=again, say=say, judged=JUDGED)  # fmt: skip
+
+
+def _plan(
+    request: CampaignRequest, task: FixtureTask, repetitions: int, required: int, budget: float
+) -> CampaignShard | None:
+    """A shard's repetitions and the run id its shards share (as a backup campaign's:
+    :mod:`lab.campaign.shard`), settled before anything is written or started."""
+    if request.shard is None:
+        return None
+    return plan_repetitions(
+        request,
+        evaluation_id=evaluation_id(task, limits_under(SandboxSettings())),
+        task_sha256=task.sha256,
+        budget_s=budget,
+        repetitions=repetitions,
+        required=required,
+    )
 
 
 def _repetition(
@@ -350,7 +377,7 @@ def _judge(
     )
 
 
-def _document(record: CampaignRecord) -> dict[str, Any]:
+def campaign_document(record: CampaignRecord) -> dict[str, Any]:
     doc = record.to_dict()
     doc["evidence"] = [{"item": item, "where": where} for item, where in EVIDENCE]
     doc["not_proven"] = list(NOT_PROVEN)
@@ -358,7 +385,11 @@ def _document(record: CampaignRecord) -> dict[str, Any]:
 
 
 def _finish(
-    run: TaskRun, record: CampaignRecord, check: Calibration | None, say: Callable[[str], None]
+    run: TaskRun,
+    record: CampaignRecord,
+    check: Calibration | None,
+    say: Callable[[str], None],
+    part: CampaignShard | None = None,
 ) -> Any:
     result = run.result(
         {
@@ -370,7 +401,8 @@ def _finish(
             "require": record.required,
         }
     )
-    doc = _document(record)
+    result.shard = None if part is None else part.record
+    doc = campaign_document(record)
     counts = {"met": 0, "total": 0} if check is None else check.counts()
     archive = write_task_run(
         result,

@@ -35,7 +35,7 @@ from typing import Any
 
 from lab.campaign.agent import run_agent
 from lab.host import procs
-from lab.sandbox import Sandbox, boxfs, cell_dirs
+from lab.sandbox import Sandbox, SandboxSettings, boxfs, cell_dirs
 from lab.sandbox.boxfs import DiskUse
 from lab.sandbox.jail import HOME
 from lab.workloads.task import FixtureTask, VerifyCommand
@@ -57,6 +57,16 @@ GO_ENV: tuple[tuple[str, str], ...] = (
 #: together (768 MiB) stay under ``memory_max`` (their pages are charged to it)
 CACHE_MAX = 256 * 1024 * 1024
 CACHE_INODES_MAX = 65536
+
+
+def limits_under(settings: SandboxSettings) -> dict[str, Any]:
+    """Every bound a verification command runs under in a sandbox of ``settings``, known
+    before any sandbox is made (a campaign's shards derive their shared run id from it)."""
+    return {
+        **settings.to_dict(),
+        "gocache_max_bytes": CACHE_MAX,
+        "gocache_inodes_max": CACHE_INODES_MAX,
+    }
 
 
 @dataclass
@@ -138,11 +148,7 @@ class Verifier:
 
     def limits(self) -> dict[str, Any]:
         """Every bound a verification command runs under (part of the evaluation id)."""
-        return {
-            **self.sandbox.settings.to_dict(),
-            "gocache_max_bytes": CACHE_MAX,
-            "gocache_inodes_max": CACHE_INODES_MAX,
-        }
+        return limits_under(self.sandbox.settings)
 
     def _bounded(self, path: Path) -> Path:
         """``path`` made (0700) and mounted as a bounded tmpfs of ``CACHE_MAX``, the client's."""
