@@ -198,7 +198,10 @@ class Verifier:
             dest.mkdir(mode=0o700)
         else:
             procs.run(
-                ["cp", "-al", str(self.warm_cache), str(dest)],
+                # hard links, new directories: not -a, whose owners then times on the
+                # directories the lab image's root (no CAP_FOWNER) cannot set; mode and owner
+                # are set below, in that order
+                ["cp", "-R", "-l", "-P", "--preserve=timestamps", str(self.warm_cache), str(dest)],
                 purpose="verification: a private copy of the warm Go build cache",
                 log=self.log,
                 tool="cp",
