@@ -149,9 +149,10 @@ def test_a_deep_tree_left_in_the_box_is_removed_in_the_image(
 ) -> None:
     results, run_dir = _evaluate(hostile["deep-tree"], tmp_path)
     made = _events(run_dir, "deep-tree")
-    # 3,000 nested directories in every box it ran in: each removed, the lab finished with
-    # a verified archive (in _evaluate) and its backups judged on their clauses
-    assert made and all(int(str(e["detail"])) == 3000 for e in made), made
+    # 3,000 nested directories in its box (a later invocation of the same pass finds its
+    # HOME's tree made and adds none): removed, the lab finished with a verified archive
+    # (in _evaluate) and its backups judged on their clauses
+    assert any(int(str(e["detail"])) == 3000 for e in made), made
     assert results["evaluation"]["clauses"]["C1"]["fail"] == 0
 
 
