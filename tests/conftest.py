@@ -10,6 +10,8 @@ becomes a failure, so a green CI means the capability really ran.
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -43,3 +45,20 @@ def assets() -> Path:
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return ROOT
+
+
+@pytest.fixture(scope="session")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Every hostile test client (tests/assets/hostile/), built once per session."""
+    require(
+        "cc",
+        shutil.which("make") is not None and shutil.which("cc") is not None,
+        "make or a C compiler is missing (apt-get install gcc make libssl-dev)",
+    )
+    out = tmp_path_factory.mktemp("hostile")
+    subprocess.run(
+        ["make", "-s", "-C", str(ROOT / "tests" / "assets" / "hostile"), f"OUT={out}"],
+        check=True,
+        capture_output=True,
+    )
+    return {p.name.removeprefix("hostile-"): p for p in out.iterdir()}

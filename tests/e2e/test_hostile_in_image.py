@@ -11,28 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from lab.sandbox.cgroup import Limits
-from tests.conftest import ROOT, require
 from tests.e2e.test_lab_run import ARTIFACTS, invoke, newest, verify_everywhere
-
-
-@pytest.fixture(scope="module")
-def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    require("cc", shutil.which("cc") is not None, "no C compiler")
-    out = tmp_path_factory.mktemp("hostile")
-    subprocess.run(
-        ["make", "-s", "-C", str(ROOT / "tests" / "assets" / "hostile"), f"OUT={out}"],
-        check=True,
-        capture_output=True,
-    )
-    return {p.name.removeprefix("hostile-"): p for p in out.iterdir()}
 
 
 def _evaluate(client: Path, tmp_path: Path) -> tuple[dict[str, Any], Path]:

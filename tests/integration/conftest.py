@@ -28,20 +28,3 @@ def sandbox_ready() -> None:
 
     status = probe()
     require("sandbox", status.available, status.reason)
-
-
-@pytest.fixture(scope="session")
-def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Every hostile test client (tests/assets/hostile/), built once per session."""
-    require(
-        "cc",
-        shutil.which("make") is not None and shutil.which("cc") is not None,
-        "make or a C compiler is missing (apt-get install gcc make libssl-dev)",
-    )
-    out = tmp_path_factory.mktemp("hostile")
-    subprocess.run(
-        ["make", "-s", "-C", str(ROOT / "tests" / "assets" / "hostile"), f"OUT={out}"],
-        check=True,
-        capture_output=True,
-    )
-    return {p.name.removeprefix("hostile-"): p for p in out.iterdir()}
