@@ -312,10 +312,6 @@ class CampaignRecord:
             return None
         return list(intervals.interval(self.met if k is None else k, self.total))
 
-    def interval_of(self, k: int, n: int) -> list[float]:
-        """The 95 % interval of k of n (an escalation tier's)."""
-        return list(intervals.interval(k, n))
-
     def upper_bound(self) -> float | None:
         """The one-sided 95 % upper bound on the true rate ("0 of 3 is compatible with a
         true rate up to 63 %")."""
@@ -361,7 +357,7 @@ class CampaignRecord:
             tiers[tier] = {
                 "runs": len(rows),
                 "met": met_here,
-                "interval": self.interval_of(met_here, len(rows)) if rows else None,
+                "interval": list(intervals.interval(met_here, len(rows))) if rows else None,
                 "agent_s": round(sum(r.duration_s for r in rows), 3),
                 "tokens": None
                 if None in tokens

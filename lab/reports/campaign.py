@@ -218,7 +218,7 @@ def escalation_table(record: CampaignRecord) -> Table:
     for tier, name in (("1", "the agent"), ("2", "escalated (--escalate-cmd)")):
         t = summary["tiers"][tier]
         met = f"{t['met']}/{t['runs']}" if t["runs"] else "0/0"
-        bar = _interval(record.interval_of(t["met"], t["runs"])) if t["runs"] else "—"
+        bar = _interval(t["interval"]) if t["interval"] else "—"  # the model's, never computed here
         rows.append([f"tier {tier}: {name}", met, bar, _seconds(t["agent_s"]),
                      _tokens(t["tokens"])])  # fmt: skip
     per_s = summary["agent_s_per_success"]
