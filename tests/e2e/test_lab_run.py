@@ -131,6 +131,15 @@ def test_invoke_lab_run_default_archive_reads_in_ten_minutes(tmp_path: Path) -> 
     sums = (run_dir / "SHA256SUMS").read_text()
     # BSD style "SHA256 (report.html) = …" or GNU style "… report.html"
     assert re.search(r"(^|[ (*])report\.html(\)| |$)", sums, re.M), sums[:2000]
+    # the archived report.html in a real browser: the matrix and every scenario, no link
+    # pointing nowhere inside the unpacked archive
+    from tests.unit.reports.test_reports_html import _browser, broken_links
+
+    dom = _browser(tmp_path, "--dump-dom", (run_dir / "report.html").as_uri()).stdout
+    assert 'id="verdict-matrix"' in dom
+    for scenario in results["scenarios"]:
+        assert f'id="scenario-{scenario["name"]}"' in dom
+    assert broken_links(dom, run_dir) == []
     rows = [json.loads(line) for line in (run_dir / "timeline.jsonl").read_text().splitlines()]
     assert rows[0]["event"] == "time-base" and rows[0]["time_base"] == "CLOCK_MONOTONIC"
     times = [row["t_ns"] for row in rows]  # every row has one, on that base
