@@ -61,9 +61,10 @@ COPY pyproject.toml README.md* /lab/
 COPY lab/ /lab/lab/
 RUN pip install --no-cache-dir --no-index --no-deps --no-build-isolation /lab \
  && rm -rf /lab/build /lab/*.egg-info
-# The sandbox's system-call filter (native/filter/lab-filter.c, libseccomp), built once here
-# into the lab's cache directory rather than at the first run of every container.
-RUN cd /lab && python -c "from lab.sandbox import seccomp; print(seccomp.helper())"
+# The sandbox's own programs, the system-call filter (native/filter/lab-filter.c, libseccomp)
+# and the listening-socket helper (native/listen/lab-listen.c), built once here into the
+# lab's cache directory rather than at the first run of every container.
+RUN cd /lab && python -c "from lab.sandbox import helpers; print(helpers.FILTER.path(), helpers.LISTEN.path())"
 
 # What is in the image, readable by the lab's provenance and by anyone with `docker run`.
 RUN mkdir -p /usr/share/lab/manifest \

@@ -88,14 +88,16 @@ class CommandLog:
     def __init__(self, path: Path, *, root: Path | None = None) -> None:
         self.path = path
         self.root = root
+        #: the run directory resolved once (a client's command line holds a hundred words,
+        #: each compared with it; resolving it per word cost a realpath walk each time)
+        self._root_text = str(root.resolve()) if root is not None else None
         self._lock = threading.Lock()
         path.parent.mkdir(parents=True, exist_ok=True)
 
     def mask(self, value: str) -> str:
-        if self.root is not None:
-            root = str(self.root.resolve())
-            if value.startswith(root):
-                return "$RUN" + value[len(root) :]
+        root = self._root_text
+        if root is not None and value.startswith(root):
+            return "$RUN" + value[len(root) :]
         return value
 
     def record(self, done: Completed) -> None:
@@ -104,7 +106,7 @@ class CommandLog:
         row["argv"] = [self.mask(a) for a in done.argv]
         for key in ("stdout_path", "stderr_path"):
             if row[key]:
-                row[key] = self.mask(str(Path(row[key]).resolve()))
+                row[key] = self.mask(os.path.realpath(row[key]))
         row["duration_s"] = round(done.duration_s, 6)
         if done.cpu_s is not None:
             row["cpu_s"] = round(done.cpu_s, 6)

@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
-from lab.evidence.archive import ArchiveInfo
-from lab.evidence.checks import VerifyReport
-from lab.evidence.selftest import SelftestCase
 from lab.model import CLAUSES, OBSERVERS, RunResult, Verdict
 from lab.model.campaign import CampaignRecord
 from lab.model.evaluation import Evaluation
@@ -27,6 +24,11 @@ from lab.reports.campaign import campaign_lines
 from lab.reports.run import concurrency_statement, sessions_statement
 from lab.reports.table import sentence
 from lab.reports.text import console_text as _t
+
+if TYPE_CHECKING:
+    from lab.evidence.archive import ArchiveInfo
+    from lab.evidence.checks import VerifyReport
+    from lab.evidence.selftest import SelftestCase
 
 _STYLE = {"pass": "green", "fail": "red", "not-observed": "yellow", "not-exercised": "cyan"}
 

@@ -12,12 +12,14 @@ It draws ``RunResult``, ``Evaluation`` and ``ArchiveInfo``; it computes nothing 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lab import __version__
-from lab.evidence.archive import ArchiveInfo
 from lab.model import RunResult
 from lab.model.evaluation import Evaluation
+
+if TYPE_CHECKING:
+    from lab.evidence.archive import ArchiveInfo
 
 #: what ``lab run``'s exit status means (README, "Exit status of lab run")
 RUN_EXIT_MEANING = {

@@ -24,7 +24,6 @@ from types import FrameType
 from typing import Any
 
 from lab.errors import Interrupted
-from lab.evidence.archive import GENERATED
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -75,6 +74,8 @@ def archive_paths(run_dir: Path) -> list[Path]:
     out = run_dir.parent
     name = run_dir.name
     suffixes = ("", ".partial", ".sha256", ".sha256.sig")
+    from lab.evidence.archive import GENERATED
+
     return [run_dir / g for g in GENERATED] + [out / f"{name}.tar.gz{s}" for s in suffixes]
 
 

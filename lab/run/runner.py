@@ -210,7 +210,14 @@ class Runner:
                 f"done in {ran[0].wall_s:.2f} s (up to {self.plan.jobs} passes at a time)"
             )
 
-        ran = run_ordered(units, work, jobs=self.plan.jobs, done=done, abort=self.abort)
+        ran = run_ordered(
+            units,
+            work,
+            jobs=self.plan.jobs,
+            done=done,
+            abort=self.abort,
+            cost=lambda unit: unit[0].expected_client_wall_s(),
+        )
         spans = [(t0, t1) for _, t0, t1 in ran]
         for n, (first, t0, t1) in enumerate(ran):
             # recorded only when it really overlapped another pass, not merely could have

@@ -113,19 +113,25 @@ def run_ordered(
     jobs: int,
     done: Callable[[int, R], None],
     abort: Callable[[], None],
+    cost: Callable[[T], float] | None = None,
 ) -> list[R]:
     """``work(item)`` for every item, up to ``jobs`` at a time on threads; the results in
     the order of ``items``. ``done(index, result)`` is called on *this* thread as each one
     finishes (so progress lines never interleave). On an error or an interrupt (Ctrl-C
     and SIGTERM arrive on this thread), ``abort()`` is called until every worker has
-    returned (it must make them stop: cancel, kill their processes), then it is re-raised."""
+    returned (it must make them stop: cancel, kill their processes), then it is re-raised.
+    ``cost``: each item's expected duration; the costliest start first (longest processing
+    time first: a long pass started last would finish alone while the other cores idle),
+    ties in the order of ``items``."""
     results: dict[int, R] = {}
     pool = cf.ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="lab-pass")
+    order = list(range(len(items)))
+    if cost is not None:
+        expected = [cost(item) for item in items]
+        order.sort(key=lambda i: -expected[i])
     # each worker runs in a copy of this thread's context: the processes it starts belong
     # to the caller's process scope (lab.host.live)
-    futures = {
-        pool.submit(contextvars.copy_context().run, work, item): i for i, item in enumerate(items)
-    }
+    futures = {pool.submit(contextvars.copy_context().run, work, items[i]): i for i in order}
     try:
         for future in cf.as_completed(futures):
             index = futures[future]

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lab.collectors.bpftrace_parse import parse_bpftrace
-from lab.collectors.packets_pcap import Packet, read_pcap
 from lab.collectors.perf_header import sample_window
 from lab.collectors.strace_parse import (
     ADDRESS_CALLS,
@@ -33,6 +33,9 @@ from lab.collectors.strace_parse import (
 from lab.model import ScenarioResult
 from lab.run.timeline import MONOTONIC, REALTIME, Sighting, Timeline
 from lab.sandbox.jail import JAIL_EXECS
+
+if TYPE_CHECKING:
+    from lab.collectors.packets_pcap import Packet
 
 PERF_DATA = "perf.data"
 #: rows kept of each (source, event) per invocation before the rest are counted
@@ -139,6 +142,9 @@ def _segment_event(p: Packet) -> str | None:
 
 
 def packet_sightings(data: bytes) -> list[Sighting]:
+    # dpkt takes ~30 ms to import, and an untraced run without a capture never needs it
+    from lab.collectors.packets_pcap import read_pcap
+
     _, packets = read_pcap(data)
     rows: list[Sighting] = []
     for p in packets:

@@ -3,9 +3,10 @@ client share it, it has only a loopback interface and no route out, and the pack
 runs inside it on every interface with no port filter.
 
 The receiver and the decoy live in the lab's own process; their listening sockets are made
-*inside* the namespace by a small helper started with ``nsenter --net`` and handed back over
-a Unix socket (``SCM_RIGHTS``), so connections from the client arrive in the namespace while
-the endpoints' code and records stay in the lab.
+*inside* the namespace by a small C helper (``native/listen/lab-listen.c``,
+``lab.sandbox.helpers.LISTEN``) started with ``nsenter --net`` and handed back over a Unix
+socket (``SCM_RIGHTS``), so connections from the client arrive in the namespace while the
+endpoints' code and records stay in the lab.
 
     with NetworkNamespace.created("lab-4242-3", log=log) as ns:
         receiver_sock, decoy_sock = ns.listening_sockets(2)
@@ -16,36 +17,18 @@ the endpoints' code and records stay in the lab.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import socket
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 from lab.errors import SandboxError
 from lab.host import procs
+from lab.sandbox.helpers import LISTEN
 
 NETNS_DIR = Path("/run/netns")
 _NAME = re.compile(r"^lab-(?P<pid>\d+)-[a-z0-9-]+$")
-
-#: The helper that runs inside the namespace: bind a listening TCP socket at each address
-#: of argv[1] (JSON [[host, port], ...]; port 0: ephemeral) and send their descriptors back
-#: on the Unix socket whose descriptor is argv[2]. ``-I -S``: isolated, no site packages;
-#: it imports nothing of the lab.
-_HELPER = """
-import json, socket, sys
-addresses, ctl = json.loads(sys.argv[1]), socket.socket(fileno=int(sys.argv[2]))
-socks = []
-for host, port in addresses:
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind((host, port))
-    s.listen(128)
-    socks.append(s)
-socket.send_fds(ctl, [b"ok"], [s.fileno() for s in socks])
-"""
 
 
 def name_for(tag: str) -> str:
@@ -125,13 +108,9 @@ class NetworkNamespace:
         try:
             argv = [
                 *self.enter_argv(),
-                sys.executable,
-                "-I",
-                "-S",
-                "-c",
-                _HELPER,
-                json.dumps(addresses),
+                str(LISTEN.path()),
                 str(theirs.fileno()),
+                *(f"{host}:{port}" for host, port in addresses),
             ]
             try:
                 procs.run(

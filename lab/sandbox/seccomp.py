@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import os
 import re
 import threading
@@ -40,9 +39,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab import resources
 from lab.errors import SandboxError
 from lab.host import procs
+from lab.sandbox.helpers import FILTER
 
 #: where the filter program is inside every sandbox (bound read-only)
 INSIDE = "/run/lab-filter"
@@ -56,63 +55,22 @@ _SUPPRESSED = re.compile(r"kauditd_printk_skb: (\d+) callbacks suppressed")
 #: SECCOMP_RET_ERRNO, the action of every refusal (the audit code holds the action only)
 _ERRNO_ACTION = 0x50000
 _lock = threading.Lock()
-_built: dict[str, Path] = {}
 _listed: dict[Path, dict[str, str]] = {}
 
 
 def source() -> Path:
-    return resources.path("native/filter/lab-filter.c")
-
-
-def _source_bytes() -> bytes:
-    src = source()
-    try:
-        return src.read_bytes()
-    except OSError as exc:
-        raise SandboxError(
-            f"the sandbox's system-call filter source {src} cannot be read ({exc.strerror}); "
-            "this installation of the lab is incomplete: reinstall it (or rebuild the image)."
-        ) from None
+    return FILTER.source()
 
 
 def source_digest() -> str:
     """The filter's source, hashed (part of every evaluation id: ``SandboxSettings``)."""
-    return hashlib.sha256(_source_bytes()).hexdigest()
+    return FILTER.digest()
 
 
 def helper() -> Path:
     """The built filter program (compiled with ``cc … -lseccomp`` on first use); raises
     SandboxError naming what is missing when it cannot be built."""
-    src = source()
-    digest = hashlib.sha256(_source_bytes()).hexdigest()[:16]
-    with _lock:
-        if digest in _built and _built[digest].is_file():
-            return _built[digest]
-        target = resources.cache_dir() / f"lab-filter-{digest}" / "lab-filter"
-        if not target.is_file():
-            _build(src, target)
-        _built[digest] = target
-        return target
-
-
-def _build(src: Path, target: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = target.with_name(f"lab-filter.tmp{os.getpid()}")
-    argv = ["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-o", str(staging)]
-    try:
-        procs.run(
-            [*argv, str(src), "-lseccomp"],
-            purpose="build the sandbox's system-call filter",
-            tool="cc",
-            timeout=120,
-        )
-    except (procs.CommandFailed, OSError) as exc:
-        raise SandboxError(
-            f"the sandbox's system-call filter ({src}) could not be built ({exc}); install "
-            "the Debian packages gcc and libseccomp-dev."
-        ) from None
-    staging.chmod(0o755)
-    staging.rename(target)
+    return FILTER.path()
 
 
 def key(arch: str, number: int) -> str:

@@ -10,15 +10,18 @@ validate_task(data, Path("campaigns/safe-store/task.yaml"))     # TaskError, the
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
-
-import jsonschema
+from typing import TYPE_CHECKING, Any
 
 from lab.errors import CampaignError, LabError, ScenarioError, SchemaError, TaskError
+
+if TYPE_CHECKING:
+    import jsonschema
 
 #: the schema every run ships beside its results.json, which names it in ``$schema``
 RESULTS_SCHEMA_FILE = "results.schema.json"
@@ -44,6 +47,10 @@ def scenario_schema() -> dict[str, Any]:
 
 
 def validate_results(document: dict[str, Any]) -> None:
+    # imported here: jsonschema (with referencing, rpds, attrs) takes ~50 ms to import, and
+    # the passes of a run start before anything is validated but its input files
+    import jsonschema
+
     validator = jsonschema.Draft202012Validator(
         results_schema(), format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
     )
@@ -62,6 +69,8 @@ SUMMARY_SCHEMAS = ("run-summary", "evaluation-summary", "campaign-summary")
 
 def validate_document(document: dict[str, Any], name: str) -> None:
     """Raise ``SchemaError`` when a ``--json`` document breaks ``<name>.schema.json``."""
+    import jsonschema
+
     schema = _schema(f"{name}.schema.json")
     validator = jsonschema.Draft202012Validator(schema)
     error = jsonschema.exceptions.best_match(validator.iter_errors(document))
@@ -74,8 +83,39 @@ def validate_document(document: dict[str, Any], name: str) -> None:
 
 
 def validate_scenario(document: Any, path: Path) -> None:
-    """Raise one sentence naming ``path`` and the key when ``document`` breaks the schema."""
+    """Raise one sentence naming ``path`` and the key when ``document`` breaks the schema.
+
+    A document that passed this very schema before is not checked again: its digest (over
+    the schema's bytes and the document's canonical JSON) is kept as an empty file in the
+    lab's cache directory (``lab.resources.cache_dir``), the directory the lab already
+    trusts for the sandbox's own programs. Every run reads its scenario files before its
+    first pass, and jsonschema alone takes ~50 ms to import; a changed file has another
+    digest and is checked."""
+    marker = _validated_marker(document, "scenario.schema.json")
+    if marker is not None and marker.is_file():
+        return
     _validate_input(document, path, scenario_schema(), ScenarioError)
+    if marker is not None:
+        with contextlib.suppress(OSError):
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.touch()
+
+
+def _validated_marker(document: Any, name: str) -> Path | None:
+    """Where the record that ``document`` passed schema ``name`` is kept (None when the
+    document has no canonical JSON form, e.g. a YAML timestamp: it is then always checked)."""
+    from lab import __version__
+    from lab.resources import cache_dir
+
+    try:
+        canonical = json.dumps(document, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+    digest = hashlib.sha256()
+    for part in (__version__.encode(), schema_bytes(name), canonical.encode()):
+        digest.update(len(part).to_bytes(8, "big") + part)
+    key = digest.hexdigest()
+    return cache_dir() / "validated" / name.removesuffix(".schema.json") / key
 
 
 def validate_campaign_task(document: Any, path: Path) -> None:
@@ -91,6 +131,8 @@ def validate_task(document: Any, path: Path) -> None:
 def _validate_input(
     document: Any, path: Path, schema: dict[str, Any], kind: type[LabError]
 ) -> None:
+    import jsonschema
+
     validator = jsonschema.Draft202012Validator(schema)
     error = jsonschema.exceptions.best_match(validator.iter_errors(document))
     if error is None:

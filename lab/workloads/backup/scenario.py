@@ -81,6 +81,20 @@ class Scenario:
     #: trusts a size or a timestamp instead of the content misses the change)
     source_changes: tuple[int, ...] = ()
 
+    def expected_client_wall_s(self) -> float:
+        """The least client wall time the scenario's own expectations promise, summed over
+        its invocations (busy-spin: ``wall_s at_least 0.3`` for each of 2 = 0.6 s); 0 when
+        it states none. The scheduler starts the longest passes first with it, so that a
+        long pass never starts last while the other cores idle (lab.run.schedule)."""
+        total = 0.0
+        for found in self.expect.findings:
+            if found.observer != "client" or found.key != "wall_s" or found.op != "at_least":
+                continue
+            if isinstance(found.value, (int, float)) and math.isfinite(found.value):
+                times = 1 if found.invocation is not None else self.invocations
+                total += max(0.0, float(found.value)) * times
+        return total
+
 
 class _Reader:
     """Walks a parsed YAML mapping, raising one sentence per problem."""

@@ -13,7 +13,7 @@ from lab.errors import SandboxError
 from lab.evaluate.verdicts import client_contract
 from lab.model.invocation import SandboxRecord
 from lab.reports.scenario import refused_text
-from lab.sandbox import seccomp
+from lab.sandbox import helpers, seccomp
 from tests.conftest import require
 
 NAMES = {
@@ -95,9 +95,7 @@ def test_the_filter_builds_and_lists_what_it_refuses() -> None:
     assert len(seccomp.source_digest()) == 64
 
 
-def test_a_missing_filter_source_is_one_sentence(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(seccomp, "source", lambda: tmp_path / "lab-filter.c")
-    with pytest.raises(SandboxError, match=r"cannot be read .*reinstall it"):
-        seccomp.source_digest()
+def test_a_missing_filter_source_is_one_sentence() -> None:
+    missing = helpers.NativeHelper("lab-filter", "native/filter/gone.c", "the filter")
+    with pytest.raises(SandboxError, match=r"the filter source .*gone.c cannot be read .*reinstall"):
+        missing.digest()
