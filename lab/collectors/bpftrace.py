@@ -52,6 +52,7 @@ from lab.collectors.bpftrace_script import (
 from lab.errors import CollectorError
 from lab.host import procs
 from lab.host.capabilities import CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, effective_mask
+from lab.host.probecache import sysctl_bytes
 from lab.model import ObserverStatus
 from lab.sandbox.jail import jail_programs
 
@@ -95,6 +96,12 @@ class BpftraceSession(SessionCollector):
         #: (dev_t, inode) of the files whose exec in a client's cgroup the uprobes cover;
         #: None when the script has no exec probe (nothing to compare with)
         self._watched: set[tuple[int, int]] | None = None
+
+    @classmethod
+    def probe_inputs(cls) -> list[bytes]:
+        """What the probe's outcome depends on besides the kernel, the binary and the
+        privileges (``lab.host.probecache``): the script it attaches."""
+        return [DEFAULT_SCRIPT.read_bytes(), *sysctl_bytes()]
 
     @classmethod
     def probe(cls) -> ObserverStatus:

@@ -236,10 +236,13 @@ def build_tarball(run_dir: Path, dest: Path, *, epoch: int, files: list[str] | N
     )
     tmp = dest.with_name(dest.name + ".partial")
     digest = hashlib.sha256()
-    # filename="" and mtime=0 keep the gzip header free of host facts.
+    # filename="" and mtime=0 keep the gzip header free of host facts. Level 6 (zlib's own
+    # default): a default run's archive is 2 % larger than at level 9 and packs 2.7 times
+    # faster (23 ms against 60 ms for 1.6 MB; 22 MB of a traced run: 0.3 s against 0.8 s),
+    # and packing is the last step before the evidence exists.
     with (
         open(tmp, "wb") as raw,
-        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as gz,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) as gz,
         tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
     ):
         for rel, is_dir in entries:

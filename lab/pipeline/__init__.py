@@ -17,23 +17,25 @@ else of each other:
 
 from __future__ import annotations
 
-from lab.pipeline.run import RunOutcome, RunRequest, execute
-from lab.pipeline.stages import (
+from lab.pipeline.prepare import (
     COLLECTOR_CHOICES,
     PACKET_CHOICES,
-    REPO,
     SANDBOX_CHOICES,
     Setup,
+    new_run_id,
+    open_run,
+    setup,
+)
+from lab.pipeline.run import RunOutcome, RunRequest, execute
+from lab.pipeline.stages import (
+    REPO,
     archived_files,
     finish,
     judge_scenario,
     make_result,
-    new_run_id,
-    open_run,
     report,
     run_plan,
     seal,
-    setup,
     write_results,
 )
 

@@ -22,16 +22,14 @@ from lab.host.clock import epoch_to_rfc3339
 from lab.host.digest import sha256_file
 from lab.model import RunResult, ScenarioResult
 from lab.model.records import ShardRecord
+from lab.pipeline.drawing import Drawer, drawer, warm_imports
+from lab.pipeline.prepare import Setup, new_run_id, open_run, setup
 from lab.pipeline.stages import (
     REPO,
-    Setup,
     copy_inputs,
     finish,
     make_result,
-    new_run_id,
-    open_run,
     run_plan,
-    setup,
     write_results,
 )
 from lab.run import schedule, shard
@@ -82,6 +80,14 @@ class RunOutcome:
 
 
 def execute(request: RunRequest, *, say: Callable[[str], None]) -> RunOutcome:
+    # the PDF's drawer is forked first, before any thread of the run exists
+    with drawer() as pdf:
+        return _execute(request, say=say, drawer=pdf)
+
+
+def _execute(
+    request: RunRequest, *, say: Callable[[str], None], drawer: Drawer | None
+) -> RunOutcome:
     client = request.client or resources.native_client()
     check_run_options(
         repetitions=request.repetitions,
@@ -114,7 +120,6 @@ def execute(request: RunRequest, *, say: Callable[[str], None]) -> RunOutcome:
         jobs,
         sandboxed=prepared.sandbox is not None,
         client_kind=request.client_kind,
-        captured=request.packets != "off" and prepared.observers["packets"].available,
     )
     plan = Plan(
         scenarios=chosen,
@@ -138,6 +143,7 @@ def execute(request: RunRequest, *, say: Callable[[str], None]) -> RunOutcome:
     result: RunResult | None = None
     stage = "during the passes"
     try:
+        warm_imports()
         scenario_results = run_plan(plan, run_dir, prepared, say)
         stage = "while the results were judged and written"
         result = _make_run_result(
@@ -149,7 +155,12 @@ def execute(request: RunRequest, *, say: Callable[[str], None]) -> RunOutcome:
         prepared.close()
         stage = "while the reports were written or the archive signed"
         archive = finish(
-            result, run_dir, signer=prepared.signer, started_epoch=started_epoch, say=say
+            result,
+            run_dir,
+            signer=prepared.signer,
+            started_epoch=started_epoch,
+            say=say,
+            drawer=drawer,
         )
     except KeyboardInterrupt as exc:
         with contextlib.suppress(Exception):

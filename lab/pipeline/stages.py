@@ -12,68 +12,38 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import secrets
 import shutil
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from lab import __version__, resources
-from lab.errors import CollectorError, LabError, UsageError
 from lab.host import identity
 from lab.host.clock import now_rfc3339
 from lab.judge import aggregate
 from lab.model import ObserverStatus, RunResult, ScenarioResult
-from lab.registry import CAPTURE, COLLECTOR_NAMES, PROCESS_COLLECTORS
+
+# the plan stage, in a module of its own (re-exported: the pipeline's one interface)
+from lab.pipeline.prepare import (
+    Setup,
+)
+from lab.registry import CAPTURE
 from lab.run.plan import Plan
 from lab.run.runner import Runner
 from lab.run.timeline import read_time_base
 from lab.run.tool_facts import observer_detail
-from lab.sandbox import Sandbox, SandboxSettings
 from lab.schemas import RESULTS_SCHEMA_FILE, schema_bytes, validate_results
 from lab.workloads import workload
 
 if TYPE_CHECKING:
     from lab.evidence.archive import ArchiveInfo
     from lab.evidence.signing import Signer
+    from lab.pipeline.drawing import Drawer
     from lab.reports import ArchivedFile
 
 #: the directory holding the lab package (a checkout, or site-packages when installed)
 REPO = resources.package_root()
-COLLECTOR_CHOICES = ("none", *PROCESS_COLLECTORS, "all")
-PACKET_CHOICES = ("off", "best-effort", "required")
-SANDBOX_CHOICES = ("required", "off")
-
-
-def new_run_id(prefix: str = "run") -> str:
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    return f"{prefix}-{stamp}-{secrets.token_hex(3)}"
-
-
-def plan_passes(
-    collector: str, observers: dict[str, ObserverStatus]
-) -> tuple[list[str], dict[str, str]]:
-    """The passes to run and, for every collector that will not run, why."""
-    if collector not in COLLECTOR_CHOICES:
-        known = ", ".join(COLLECTOR_CHOICES)
-        raise UsageError(f"--collector {collector!r} is unknown; one of {known}.")
-    wanted = list(PROCESS_COLLECTORS) if collector == "all" else [collector]
-    passes = ["none"]
-    skipped: dict[str, str] = {}
-    for name in PROCESS_COLLECTORS:
-        status = observers.get(name)
-        if name not in wanted:
-            skipped[name] = f"not selected (--collector {collector})"
-        elif status is None or not status.available:
-            skipped[name] = f"unavailable: {status.reason if status else 'not probed'}"
-        else:
-            passes.append(name)
-    return passes, skipped
 
 
 class ScenarioFile(Protocol):
@@ -105,107 +75,6 @@ def write_results(run: RunResult, run_dir: Path) -> None:
     text = json.dumps(document, indent=2, sort_keys=True) + "\n"
     (run_dir / RESULTS_SCHEMA_FILE).write_bytes(schema_bytes(RESULTS_SCHEMA_FILE))
     (run_dir / "results.json").write_text(text, encoding="utf-8")
-
-
-@dataclass
-class Setup:
-    """What every run needs before its first pass: observers, passes, the signer."""
-
-    observers: dict[str, ObserverStatus]
-    passes: list[str]
-    skipped: dict[str, str]
-    facts: dict[str, Any]
-    actions: list[str]
-    signer: Signer | None
-    #: the run's sandbox; None with --sandbox off
-    sandbox: Sandbox | None = None
-    #: what results.json records of it
-    sandbox_record: dict[str, Any] = field(default_factory=dict)
-
-    def close(self) -> None:
-        if self.sandbox is not None:
-            self.sandbox.close()
-
-
-def open_sandbox(
-    mode: str, run_id: str, *, settings: SandboxSettings, masked: list[Path], log_path: Path
-) -> tuple[Sandbox | None, dict[str, Any]]:
-    """The run's sandbox, or None with ``--sandbox off`` (said loudly, recorded)."""
-    if mode not in SANDBOX_CHOICES:
-        raise UsageError(f"--sandbox {mode!r} is unknown; one of {', '.join(SANDBOX_CHOICES)}.")
-    if mode == "off":
-        return None, {
-            "enabled": False,
-            "why": "--sandbox off: the client ran as the lab's user, outside any sandbox",
-        }
-    from lab.host.procs import CommandLog
-
-    sandbox = Sandbox.open(
-        run_id, settings=settings, masked=masked, log=CommandLog(log_path, root=log_path.parent)
-    )
-    return sandbox, sandbox.describe()
-
-
-def open_run(prepared: Setup, out: Path, run_id: str, *, sandbox: str = "required") -> Path:
-    """The run's directory, private (0700: its evidence is for the lab and the reviewer,
-    never for the client), with the run's sandbox opened into ``prepared``; when the sandbox
-    cannot open, the directory is removed and the error raised."""
-    run_dir = (out / run_id).resolve()
-    run_dir.mkdir(parents=True, exist_ok=False)
-    run_dir.chmod(0o700)
-    try:
-        prepared.sandbox, prepared.sandbox_record = open_sandbox(
-            sandbox,
-            run_id,
-            settings=SandboxSettings(),
-            masked=signing_key_paths(),
-            log_path=run_dir / "commands.jsonl",
-        )
-    except LabError:
-        shutil.rmtree(run_dir, ignore_errors=True)
-        raise
-    return run_dir
-
-
-def setup(collector: str, packets: str, *, archive: bool, say: Callable[[str], None]) -> Setup:
-    from lab.host import doctor as doctor_mod
-
-    if packets not in PACKET_CHOICES:
-        raise UsageError(f"--packets {packets!r} is unknown; one of {', '.join(PACKET_CHOICES)}.")
-    wanted = list(PROCESS_COLLECTORS) if collector == "all" else [collector]
-    wanted = [c for c in wanted if c != "none"]
-    if packets != "off":
-        wanted.append(CAPTURE)
-    doc = doctor_mod.check(mount=True, collectors=wanted)
-    for name in COLLECTOR_NAMES:
-        # what was not asked for was not probed: said so, never probed as absent
-        doc.observers.setdefault(
-            name, ObserverStatus(False, "not probed: not selected for this run")
-        )
-    for action in doc.actions:
-        say(action)
-    observers = doc.observers
-    passes, skipped = plan_passes(collector, observers)
-    if packets == "required" and not observers[CAPTURE].available:
-        raise CollectorError(
-            f"packet capture is required but unavailable: {observers[CAPTURE].reason}; "
-            "rerun with --packets best-effort or fix it (python -m lab doctor)."
-        )
-    if packets == "off":
-        skipped[CAPTURE] = "packet capture off (--packets off)"
-    elif not observers[CAPTURE].available:
-        skipped[CAPTURE] = f"unavailable: {observers[CAPTURE].reason}"
-    signer = None
-    if archive:
-        from lab.evidence.signing import Signer
-
-        signer = Signer.from_env()
-        if signer.is_ephemeral:
-            say(
-                "No signing key configured (LAB_SIGNING_KEY): this run is signed with an "
-                "ephemeral key, so the archive proves integrity but not authenticity."
-            )
-    return Setup(observers, passes, skipped, dict(doc.facts), list(doc.actions), signer)
 
 
 def make_result(
@@ -255,19 +124,26 @@ def make_result(
 def run_plan(
     plan: Plan, run_dir: Path, prepared: Setup, say: Callable[[str], None]
 ) -> list[ScenarioResult]:
-    """Run the plan, then judge what it produced (the runner only produces)."""
-    # an interrupt propagates to execute(), the one place that marks the run incomplete
-    with Runner(
-        plan, run_dir, observers=prepared.observers, sandbox=prepared.sandbox, progress=say
-    ) as runner:
-        results = runner.run()
+    """Run the plan, judging each scenario repetition (the runner only produces) as soon as
+    its last pass is done, while the others still run."""
     by_name = {s.name: s for s in plan.scenarios}
-    for result in results:
+
+    def judged(result: ScenarioResult) -> None:
         judge_scenario(result, by_name[result.name], size=plan.size, workload_name=plan.workload)
         base = run_dir / result.name / f"r{result.repetition}"
         base.mkdir(parents=True, exist_ok=True)
         (base / "result.json").write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True))
-    return results
+
+    # an interrupt propagates to execute(), the one place that marks the run incomplete
+    with Runner(
+        plan,
+        run_dir,
+        observers=prepared.observers,
+        sandbox=prepared.sandbox,
+        progress=say,
+        on_result=judged,
+    ) as runner:
+        return runner.run()
 
 
 def judge_scenario(
@@ -275,18 +151,6 @@ def judge_scenario(
 ) -> None:
     """Judge: the workload's verdicts and calibration findings for one scenario's passes."""
     workload(workload_name).judge(result, chosen, size=size)
-
-
-def signing_key_paths() -> list[Path]:
-    """Files that hold a signing key, hidden inside the sandbox even if they fall within a
-    directory the sandbox shows (``LAB_SIGNING_KEY`` naming a file)."""
-    value = os.environ.get("LAB_SIGNING_KEY", "")
-    if value and "\n" not in value and len(value) < 4096:
-        path = Path(value)
-        with contextlib.suppress(OSError):
-            if path.is_file():
-                return [path.resolve()]
-    return []
 
 
 def finish(
@@ -297,10 +161,12 @@ def finish(
     started_epoch: float,
     say: Callable[[str], None],
     dependencies: list[dict[str, Any]] | None = None,
+    drawer: Drawer | None = None,
 ) -> ArchiveInfo | None:
     """Report, then seal: results.json and the reports, and (with a signer) the signed
-    archive; ``dependencies`` are further inputs the provenance names (a merge's shards)."""
-    report(result, run_dir, say=say)
+    archive; ``dependencies`` are further inputs the provenance names (a merge's shards);
+    ``drawer``: the run's PDF drawer (``lab.pipeline.drawing``), or None to draw here."""
+    report(result, run_dir, say=say, drawer=drawer)
     if signer is None:
         return None
     return seal(
@@ -313,22 +179,32 @@ def finish(
     )
 
 
-def report(result: RunResult, run_dir: Path, *, say: Callable[[str], None]) -> None:
-    """Report: ``results.json`` (validated), ``report.md`` and ``report.pdf``."""
-    write_results(result, run_dir)
-    from lab.reports.markdown import render_markdown
-    from lab.reports.pdf import render_pdf
-
-    files = archived_files(run_dir)
-    (run_dir / "report.md").write_text(render_markdown(result, files=files), encoding="utf-8")
+def report(
+    result: RunResult, run_dir: Path, *, say: Callable[[str], None], drawer: Drawer | None = None
+) -> None:
+    """Report: ``results.json`` (validated), ``report.md``, ``report.pdf`` and ``report.html``.
+    With a ``drawer`` the PDF is drawn in its process while this one writes the others."""
+    from lab.pipeline.drawing import Job, draw_here
     from lab.reports.html import render_html
+    from lab.reports.markdown import render_markdown
     from lab.reports.swimlanes import timeline_rows
 
-    rows = timeline_rows(run_dir / "timeline.jsonl")
+    write_results(result, run_dir)
+    files = archived_files(run_dir)
+    timeline = run_dir / "timeline.jsonl"
     say("Drawing the PDF report…")
-    render_pdf(result, run_dir / "report.pdf", files=files, timeline=rows)
+    pdf = run_dir / "report.pdf"
+    job: Job | None = None
+    if drawer is not None:
+        job = drawer.draw(result, pdf, files=files, timeline=timeline)
+    (run_dir / "report.md").write_text(render_markdown(result, files=files), encoding="utf-8")
+    rows = timeline_rows(timeline)
     html = render_html(result, files=files, timeline=rows)
     (run_dir / "report.html").write_text(html, encoding="utf-8")
+    if job is not None:
+        job.wait()
+    else:
+        draw_here(result, pdf, files=files, timeline=timeline)
 
 
 def seal(

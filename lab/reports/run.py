@@ -259,28 +259,44 @@ def concurrency_statement(run: RunResult) -> str:
     """Which passes ran beside another one (``--jobs N``, lab.run.schedule), and so had their
     wall and CPU times measured while another pass shared the cores."""
     record: ConcurrencyRecord | dict[str, Any] = run.concurrency or {}
-    overlapped = [
-        f"{scenario_label(s, run)} ({p.collector})"
-        for s in run.scenarios
-        for p in s.passes
-        if p.concurrent
-    ]
+    overlapped = [(s, p) for s in run.scenarios for p in s.passes if p.concurrent]
     if not overlapped:
         why = record.get("why_sequential")
         return f"one pass at a time ({why})" if why else "one pass at a time"
-    untraced = sum(1 for s in run.scenarios for p in s.passes if p.collector == "none")
-    which = (
-        f"the untraced pass of all {fmt(untraced)} scenario repetitions"
-        if len(overlapped) == untraced and all(o.endswith("(none)") for o in overlapped)
-        else ", ".join(overlapped)
-    )
     jobs = record.get("jobs")
     at_once = f"up to {jobs} at a time (--jobs {jobs})" if jobs else "several at a time"
     return (
-        f"{fmt(len(overlapped))} passes ran beside another pass, {at_once}: {which}; their "
-        "wall and CPU times were measured while another pass shared the cores. Traced passes, "
-        "passes with a packet capture and timing rounds always run alone"
+        f"{fmt(len(overlapped))} passes ran beside another pass, {at_once}: "
+        f"{_which_overlapped(run, overlapped)}; their wall and CPU times were measured while "
+        f"another pass shared the cores. {_overlap_rule(record)}"
     )
+
+
+def _which_overlapped(run: RunResult, overlapped: list[tuple[Any, Any]]) -> str:
+    """The passes that overlapped, named one by one when few, else counted per collector."""
+    if len(overlapped) <= 6:
+        return ", ".join(f"{scenario_label(s, run)} ({p.collector})" for s, p in overlapped)
+    parts = []
+    for collector in ("none", *PROCESS_COLLECTORS):
+        total = sum(1 for s in run.scenarios for p in s.passes if p.collector == collector)
+        if not total:
+            continue
+        beside = sum(1 for _, p in overlapped if p.collector == collector)
+        label = "untraced" if collector == "none" else collector
+        share = f"all {fmt(beside)}" if beside == total else f"{fmt(beside)} of {fmt(total)}"
+        parts.append(f"{share} {label} passes")
+    return ", ".join(parts)
+
+
+def _overlap_rule(record: ConcurrencyRecord | dict[str, Any]) -> str:
+    """What may overlap, as the run's own record says (a run made before traced passes
+    could overlap says so)."""
+    if set(record.get("overlapping") or []) - {"none"}:
+        return (
+            "A run goes phase by phase (every untraced pass, then every strace pass, ...); "
+            "passes of one phase may run side by side, and timing rounds always run alone"
+        )
+    return "Traced passes, passes with a packet capture and timing rounds always run alone"
 
 
 def sessions_statement(run: RunResult) -> str | None:

@@ -1,7 +1,10 @@
 """A run in phases: every scenario repetition's pass under one collector, then the next
-collector's. It is how a run goes when bpftrace is among its passes and the sandbox is on,
-because then one bpftrace session serves every bpftrace pass of the run (up to
-``MAX_SHARED_INVOCATIONS`` invocation cgroups a session) instead of one session each.
+collector's. It is how a run goes when its passes may overlap (``--jobs N``: within a phase,
+up to N passes of different scenario repetitions at a time, ``lab.run.schedule``), and when
+bpftrace is among its passes and the sandbox is on, because then one bpftrace session serves
+every bpftrace pass of the run (up to ``MAX_SHARED_INVOCATIONS`` invocation cgroups a
+session) instead of one session each. A scenario repetition is finished, and handed to the
+pipeline's judge, as soon as its last pass lands (``Runner.on_result``).
 
 Starting and stopping bpftrace is most of a bpftrace pass (about 2 s of 2.3 s on the lab's
 machine: compiling, attaching and detaching a dozen probes), not the observation. A session
@@ -16,7 +19,9 @@ can be shared because both of its attributions survive it:
   its own, never the shared one's silence.
 
 Only bpftrace passes run while the session is attached (the phases run one after another),
-so nothing else of the run is slowed by its probes. Its raw output is kept once, under
+so nothing else of the run is slowed by its probes; those passes may overlap one another
+(each invocation is its own cgroup, which is how the session tells them apart). Its raw
+output is kept once, under
 ``sessions/bpftrace-<N>/``, and split per invocation exactly as a pass's own session's is
 (``inv<N>/bpftrace.txt``, by cgroup id); "absent ≠ 0" still rests on the session's END
 marker and exit status. Every pass it served records it (``Pass.session``).
@@ -38,6 +43,7 @@ from lab.errors import LabError
 from lab.host.procs import CommandLog
 from lab.model import Pass, ScenarioResult, SharedSession
 from lab.run.plan import Plan
+from lab.run.schedule import OVERLAPPING, Spans, run_ordered
 from lab.sandbox import Reservation, Sandbox
 from lab.workloads.backup.scenario import Scenario
 
@@ -68,7 +74,10 @@ class Runner(Protocol):
     skipping: dict[str, str]
     progress: Callable[[str], None]
 
-    def overlap_untraced(self, units: list[tuple[Scenario, int]]) -> list[Pass]: ...
+    on_result: Callable[[ScenarioResult], None] | None
+    spans: Spans
+
+    def abort(self) -> None: ...
 
     def run_unit_pass(
         self, scenario: Scenario, rep: int, collector_name: str, *, shared: SharedSlot | None = None
@@ -105,30 +114,93 @@ def batches(units: list[tuple[Scenario, int]], limit: int) -> Iterator[list[int]
         yield batch
 
 
+def run_phase(
+    runner: Runner,
+    units: list[tuple[Scenario, int]],
+    indexes: list[int],
+    collector: str,
+    landed: Callable[[int, Pass], None],
+    *,
+    shared: Callable[[int], SharedSlot | None] | None = None,
+) -> None:
+    """One phase: the ``collector`` pass of each unit in ``indexes``, up to ``--jobs`` at a
+    time where ``lab.run.schedule`` lets that collector's passes overlap (one at a time
+    otherwise), the longest first; ``landed(index, pass)`` is called on this thread as each
+    one ends, with its ``concurrent`` flag final."""
+    jobs = runner.plan.jobs if collector in OVERLAPPING else 1
+    total = len(indexes)
+    finished: list[int] = []
+    if jobs == 1:
+        runner.progress(f"pass {collector}: {total} scenario repetition(s), one at a time")
+
+    def work(index: int) -> Pass:
+        chosen, rep = units[index]
+        slot = shared(index) if shared is not None else None
+        key = runner.spans.begin()
+        try:
+            p = runner.run_unit_pass(chosen, rep, collector, shared=slot)
+        finally:
+            beside = runner.spans.end(key)
+        p.concurrent = beside
+        return p
+
+    def done(position: int, p: Pass) -> None:
+        index = indexes[position]
+        finished.append(index)
+        chosen, rep = units[index]
+        at_once = f" (up to {jobs} passes at a time)" if jobs > 1 else ""
+        runner.progress(
+            f"[{len(finished)}/{total}] {chosen.name} (repetition {rep}): pass {collector} "
+            f"done in {p.wall_s:.2f} s{at_once}"
+        )
+        landed(index, p)
+
+    run_ordered(
+        indexes,
+        work,
+        jobs=jobs,
+        done=done,
+        abort=runner.abort,
+        cost=lambda index: units[index][0].expected_client_wall_s(),
+    )
+
+
 def run_phased(runner: Runner, units: list[tuple[Scenario, int]]) -> list[ScenarioResult]:
+    """Every unit's pass under one collector, then the next collector's; each phase's
+    passes side by side where ``lab.run.schedule`` allows it (``Runner.run_phase``). A unit
+    is finished (``Runner.finish_result``, then ``Runner.on_result``) as soon as its last
+    phase's pass lands, while the others still run."""
     passes: list[list[Pass]] = [[] for _ in units]
-    total = len(units)
-    for collector in runner.plan.passes:
-        if collector == "none" and runner.plan.jobs > 1 and total > 1:
-            for index, first in enumerate(runner.overlap_untraced(units)):
-                passes[index].append(first)
-        elif collector == "bpftrace":
+    results: list[ScenarioResult | None] = [None] * len(units)
+    collectors = runner.plan.passes
+    for position, collector in enumerate(collectors):
+        final = position == len(collectors) - 1
+
+        def landed(index: int, p: Pass, final: bool = final) -> None:
+            passes[index].append(p)
+            if final:
+                results[index] = _finished(runner, units[index], passes[index])
+
+        if collector == "bpftrace" and shares_sessions(runner):
             for batch in batches(units, MAX_SHARED_INVOCATIONS):
-                _shared_batch(runner, units, batch, passes)
+                _shared_batch(runner, units, batch, landed)
         else:
-            runner.progress(f"pass {collector}: {total} scenario repetition(s), one at a time")
-            for index, (chosen, rep) in enumerate(units):
-                runner.progress(f"[{index + 1}/{total}] {chosen.name} (repetition {rep})")
-                passes[index].append(runner.run_unit_pass(chosen, rep, collector))
-    results: list[ScenarioResult] = []
-    for (chosen, rep), ran in zip(units, passes, strict=True):
-        result = runner.new_result(chosen, rep)
-        result.passes = ran
-        # the time its passes took, each measured on its own (they did not run back to back)
-        result.wall_s = sum(p.wall_s for p in ran)
-        runner.finish_result(result)
-        results.append(result)
-    return results
+            run_phase(runner, units, list(range(len(units))), collector, landed)
+    done = [r for r in results if r is not None]
+    assert len(done) == len(units), "a unit of the run has no result (a lab bug)"
+    return done
+
+
+def _finished(runner: Runner, unit: tuple[Scenario, int], ran: list[Pass]) -> ScenarioResult:
+    chosen, rep = unit
+    result = runner.new_result(chosen, rep)
+    result.passes = ran
+    # the time its passes took, each measured on its own (they did not run back to back)
+    result.wall_s = sum(p.wall_s for p in ran)
+    runner.finish_result(result)
+    if runner.on_result is not None:
+        runner.on_result(result)
+    return result
 
 
 def _session_dir(run_dir: Path) -> Path:
@@ -148,11 +220,10 @@ def _shared_batch(
     runner: Runner,
     units: list[tuple[Scenario, int]],
     batch: list[int],
-    passes: list[list[Pass]],
+    landed: Callable[[int, Pass], None],
 ) -> None:
     sandbox = runner.sandbox
     assert sandbox is not None  # shares_sessions() checked it
-    total = len(units)
     reservations: dict[int, Reservation] = {}
     windows: dict[int, list[Window]] = {}
     try:
@@ -174,9 +245,7 @@ def _shared_batch(
             ]
         if not windows:
             # every unit of the batch is skipped (an earlier pass timed out): each says so
-            for index in batch:
-                chosen, rep = units[index]
-                passes[index].append(runner.run_unit_pass(chosen, rep, "bpftrace"))
+            run_phase(runner, units, batch, "bpftrace", landed)
             return
         client = sandbox.shared_client(runner.plan.client.resolve())
         out_dir = _session_dir(runner.run_dir)
@@ -209,13 +278,15 @@ def _shared_batch(
             error = f"bpftrace could not start: {exc}"
             runner.progress(f"    {error}")
         outputs: dict[int, CollectorOutput] = {}
+        ran: dict[int, Pass] = {}
+
+        def slot(index: int) -> SharedSlot | None:
+            held_by = reservations.get(index)
+            return SharedSlot(record, client, held_by, error) if held_by is not None else None
+
         try:
-            for index in batch:
-                chosen, rep = units[index]
-                runner.progress(f"[{index + 1}/{total}] {chosen.name} (repetition {rep})")
-                held_by = reservations.get(index)
-                slot = SharedSlot(record, client, held_by, error) if held_by is not None else None
-                passes[index].append(runner.run_unit_pass(chosen, rep, "bpftrace", shared=slot))
+            # the session's passes may overlap: its probes tell invocations apart by cgroup
+            run_phase(runner, units, batch, "bpftrace", ran.__setitem__, shared=slot)
         finally:
             t1 = time.monotonic()
             outputs = session.stop_by_cgroup()
@@ -223,15 +294,15 @@ def _shared_batch(
                 record.stop_s = time.monotonic() - t1
                 runner.progress(f"    bpftrace stopped in {record.stop_s:.1f} s")
         for index in batch:
-            ran = passes[index][-1]
-            if ran.session is not record:
-                continue  # skipped, or given a session of its own
-            by_index = {
-                w.index: outputs[w.cgroup_id]
-                for w in windows[index]
-                if w.cgroup_id is not None and w.cgroup_id in outputs
-            }
-            runner.attach_outputs(ran, {"bpftrace": by_index})
+            p = ran[index]
+            if p.session is record:  # not skipped, nor given a session of its own
+                by_index = {
+                    w.index: outputs[w.cgroup_id]
+                    for w in windows[index]
+                    if w.cgroup_id is not None and w.cgroup_id in outputs
+                }
+                runner.attach_outputs(p, {"bpftrace": by_index})
+            landed(index, p)
     finally:
         for held in reservations.values():
             held.release()

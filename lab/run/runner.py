@@ -57,7 +57,7 @@ from lab.run.invocation import (
 )
 from lab.run.phases import SharedSlot
 from lab.run.plan import Plan
-from lab.run.schedule import Cancelled, default_jobs, run_ordered
+from lab.run.schedule import Cancelled, Spans, default_jobs
 from lab.run.timeline import Timeline, client_rows, endpoint_rows
 from lab.run.timeline_sources import add_observed
 from lab.sandbox import Reservation, Sandbox
@@ -78,6 +78,7 @@ class Runner:
         observers: dict[str, ObserverStatus],
         sandbox: Sandbox | None,
         progress: Progress | None = None,
+        on_result: Callable[[ScenarioResult], None] | None = None,
     ) -> None:
         self.plan = plan
         self.run_dir = run_dir
@@ -91,11 +92,27 @@ class Runner:
         #: set when the run is stopping (an error or an interrupt while passes overlap):
         #: no pass or invocation starts after it
         self.cancelled = threading.Event()
-        self.deferred: Deferred | None = None  # a perf pass's queue, drained at its end
+        #: each pass's thread holds its own perf queue (lab.run.deferred), drained at its end
+        self._local = threading.local()
+        #: called on this thread with each scenario repetition as soon as its last pass is
+        #: done (the pipeline judges it and writes its result.json while others still run)
+        self.on_result = on_result
+        #: every pass begun, for its ``concurrent`` flag (lab.run.schedule)
+        self.spans = Spans()
         self.timeline = Timeline(self.timeline_path)
         #: the processes this run started (set on ``__enter__``)
         self.scope: procs.ProcessScope | None = None
         self._scope_block: contextlib.AbstractContextManager[procs.ProcessScope]
+
+    @property
+    def deferred(self) -> Deferred | None:
+        """The perf queue of the pass running on this thread (None outside a perf pass)."""
+        queue: Deferred | None = getattr(self._local, "deferred", None)
+        return queue
+
+    @deferred.setter
+    def deferred(self, queue: Deferred | None) -> None:
+        self._local.deferred = queue
 
     def __enter__(self) -> Runner:
         # the processes this run starts (on this thread and its pass workers) are its own:
@@ -138,15 +155,17 @@ class Runner:
         reps = range(1, self.plan.repetitions + 1)
         named = self.plan.units or [(s.name, r) for s in self.plan.scenarios for r in reps]
         units = [(by_name[name], rep) for name, rep in named]
-        overlapping = self.plan.jobs > 1 and len(units) > 1 and self.plan.passes[:1] == ["none"]
+        overlapping = self.plan.jobs > 1 and len(units) > 1
         if overlapping or phases.shares_sessions(self):
-            # untraced passes side by side (--jobs N), or one bpftrace session for every
-            # bpftrace pass: either way, pass by pass across the units (lab.run.phases)
+            # passes side by side (--jobs N), or one bpftrace session for every bpftrace
+            # pass: either way, phase by phase across the units (lab.run.phases)
             return phases.run_phased(self, units)
         results: list[ScenarioResult] = []
         for n, (chosen, rep) in enumerate(units, start=1):
             self.progress(f"[{n}/{len(units)}] {chosen.name} (repetition {rep})")
             results.append(self.run_scenario(chosen, rep))
+            if self.on_result is not None:
+                self.on_result(results[-1])
         return results
 
     def new_result(self, scenario: Scenario, rep: int) -> ScenarioResult:
@@ -170,8 +189,9 @@ class Runner:
         result.error = next(
             (p.error for p in result.passes if p.error and p.collector == "none"), None
         )
+        # the timeline file is written once, when the runner exits (every write rewrites it
+        # whole, sorted; once per scenario repetition it grew as the square of the run)
         add_observed(self.timeline, self.run_dir, result)
-        self.flush_timeline()
 
     def run_scenario(self, scenario: Scenario, rep: int) -> ScenarioResult:
         t0 = time.monotonic()
@@ -189,40 +209,6 @@ class Runner:
         """``run_pass`` with the unit's own evidence directory and seed."""
         base, seed = self.base_dir(scenario, rep), self._seed(scenario, rep)
         return self.run_pass(scenario, rep, collector_name, base, seed, shared=shared)
-
-    def overlap_untraced(self, units: list[tuple[Scenario, int]]) -> list[Pass]:
-        """``--jobs N`` (lab.run.schedule): the untraced pass of every unit, up to N at a
-        time; each says whether it really overlapped another."""
-        total = len(units)
-        finished: list[int] = []
-
-        def work(unit: tuple[Scenario, int]) -> tuple[Pass, float, float]:
-            chosen, rep = unit
-            t0 = time.monotonic()
-            p = self.run_unit_pass(chosen, rep, "none")
-            return p, t0, time.monotonic()
-
-        def done(index: int, ran: tuple[Pass, float, float]) -> None:
-            finished.append(index)
-            chosen, rep = units[index]
-            self.progress(
-                f"[{len(finished)}/{total}] {chosen.name} (repetition {rep}): pass none "
-                f"done in {ran[0].wall_s:.2f} s (up to {self.plan.jobs} passes at a time)"
-            )
-
-        ran = run_ordered(
-            units,
-            work,
-            jobs=self.plan.jobs,
-            done=done,
-            abort=self.abort,
-            cost=lambda unit: unit[0].expected_client_wall_s(),
-        )
-        spans = [(t0, t1) for _, t0, t1 in ran]
-        for n, (first, t0, t1) in enumerate(ran):
-            # recorded only when it really overlapped another pass, not merely could have
-            first.concurrent = any(a < t1 and t0 < b for a, b in spans[:n] + spans[n + 1 :])
-        return [first for first, _, _ in ran]
 
     def abort(self) -> None:
         """Stop overlapping passes: none starts after this, every running process is stopped
@@ -277,7 +263,7 @@ class Runner:
         tag = f"{scenario.name}-r{rep}-{collector_name}"
         reserved = shared.reservation if shared is not None else None
         with self._cell(tag, scenario.invocations, reserved) as cell:
-            # traced passes run alone, so one queue on the runner is this pass's (deferred.py)
+            # the queue of this pass, on its own thread (deferred.py)
             queue = self.deferred = Deferred(default_jobs()) if deferrable(collector_name) else None
             try:
                 p = self._run_pass(scenario, rep, collector_name, seed, evidence, cell, shared)

@@ -3,22 +3,33 @@
 Passes of different scenarios share no state: each has its own network namespace (named
 with a per-run counter), scratch directory (box, store, home, tmp from ``mkdtemp``),
 invocation cgroups named after the pass, receiver and decoy (their own listening sockets,
-threads and records file) and evidence directory. What they do share is the machine: its
-cores and the lab's own process. So only passes that no observer watches may overlap:
+threads and records file), packet capture (inside its own namespace, which sees only its
+own packets) and evidence directory. What they do share is the machine: its cores and the
+lab's own process. A run goes phase by phase (every untraced pass, then every strace pass,
+…: ``lab.run.phases``), and within a phase up to N passes of different scenario
+repetitions run at a time, traced or not:
 
-* the **untraced** pass (``none``) of different scenario repetitions, when it carries no
-  packet capture, runs up to N at a time;
-* traced passes (strace, perf, bpftrace) and any pass with a packet capture run one at a
-  time, alone: CPU contention on a shared core would perturb the figures their tracers
-  time and the capture's drop count, and bpftrace attaches kernel-wide probes;
+* what every observer *attributes* survives it: strace and perf follow their own process
+  tree, bpftrace's probes are filtered to, and its maps keyed by, each invocation's cgroup,
+  the capture runs inside the pass's own namespace, and the endpoints record only their
+  own pass's connections;
+* what calibration *checks* survives it: counts of calls, bytes, connections, packets and
+  sampled symbols do not depend on who else had the core; the one figure of time it checks
+  (busy-spin's wall and CPU floors) can only grow with contention. The capture's kernel drop
+  counter is recorded for every pass, so a drop caused by contention would be seen, never
+  hidden (none was seen: ``docs/performance.md``);
+* what contention does perturb, the times the tracers report and the clients' wall and CPU
+  times, is marked: every pass that really ran beside another says ``"concurrent": true``,
+  and the reports and the console say which passes those were;
 * timing rounds (``lab evaluate``'s timing, the instrument floor) never go through here:
   they are sequential by construction (``lab.evaluate.timing``);
 * with ``--sandbox off`` the passes would share the host's loopback, and a candidate
   client is untrusted (it could exhaust the file descriptors or threads the lab process
-  shares between passes): both run one pass at a time, and the record says why.
+  shares between passes, and its refused calls, logged by uid, would land in another
+  pass's window): both run one pass at a time, and the record says why.
 
-    decision = decide(2, sandboxed=True, client_kind="seeded", captured=False)
-    decision.jobs, decision.overlaps("none"), decision.overlaps("strace")   # 2, True, False
+    decision = decide(2, sandboxed=True, client_kind="seeded")
+    decision.jobs, decision.overlaps("none"), decision.overlaps("strace")   # 2, True, True
     results = run_ordered(items, work, jobs=2, done=show, abort=stop_everything)
 
 ``run_ordered`` returns results in the order of ``items`` whatever order they finish in,
@@ -31,6 +42,8 @@ import concurrent.futures as cf
 import contextlib
 import contextvars
 import os
+import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -40,8 +53,9 @@ from lab.model.records import ConcurrencyRecord
 T = TypeVar("T")
 R = TypeVar("R")
 
-#: the passes that may overlap: those no tracer observes
-OVERLAPPING = ("none",)
+#: the passes that may overlap one another within their phase (every collector's: see the
+#: module docstring for why each observer's attribution survives it)
+OVERLAPPING = ("none", "strace", "bpftrace", "perf")
 #: the most passes a run may overlap (more than the cores only adds contention)
 MAX_JOBS = 64
 
@@ -71,7 +85,7 @@ class Concurrency:
 
     def sentence(self) -> str:
         if self.jobs > 1:
-            return f"untraced passes up to {self.jobs} at a time, traced passes alone"
+            return f"passes up to {self.jobs} at a time within each phase"
         if self.why_sequential:
             return f"passes one at a time ({self.why_sequential})"
         return "passes one at a time"
@@ -86,7 +100,7 @@ class Concurrency:
         }
 
 
-def decide(requested: int, *, sandboxed: bool, client_kind: str, captured: bool) -> Concurrency:
+def decide(requested: int, *, sandboxed: bool, client_kind: str) -> Concurrency:
     """How many passes run at once for ``--jobs requested`` (see the module docstring)."""
     if requested <= 1:
         return Concurrency(requested, 1)
@@ -97,11 +111,6 @@ def decide(requested: int, *, sandboxed: bool, client_kind: str, captured: bool)
         why = (
             "the client is a candidate, untrusted: it could exhaust file descriptors or "
             "threads the lab process shares between passes, so they run one at a time"
-        )
-    elif captured:
-        why = (
-            "every pass carries a packet capture, whose drop count CPU contention could "
-            "perturb, so they run one at a time"
         )
     return Concurrency(requested, 1 if why else requested, why)
 
@@ -157,3 +166,30 @@ def _drain(futures: dict[cf.Future[Any], int], abort: Callable[[], None]) -> Non
         with contextlib.suppress(KeyboardInterrupt):
             abort()
             _, pending = cf.wait(pending, timeout=0.2)
+
+
+class Spans:
+    """When every pass of a run began and ended, so that each pass can say, as it ends,
+    whether it ran beside another: recorded only when it really overlapped one, not merely
+    could have. Every pass that overlaps one began before it ended, so its span is known."""
+
+    def __init__(self) -> None:
+        self._spans: dict[int, tuple[float, float | None]] = {}
+        self._lock = threading.Lock()
+
+    def begin(self) -> int:
+        with self._lock:
+            key = len(self._spans)
+            self._spans[key] = (time.monotonic(), None)
+            return key
+
+    def end(self, key: int) -> bool:
+        """Close the span; whether another pass ran during it."""
+        with self._lock:
+            t0, _ = self._spans[key]
+            t1 = time.monotonic()
+            self._spans[key] = (t0, t1)
+            return any(
+                other != key and a < t1 and (b is None or b > t0)
+                for other, (a, b) in self._spans.items()
+            )

@@ -39,7 +39,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab.errors import SandboxError
 from lab.host import procs
 from lab.sandbox.helpers import FILTER
 

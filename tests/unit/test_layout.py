@@ -18,7 +18,6 @@ MAX_LINES = 450
 #: modules written before the cap was lowered from 550, with the length they may not exceed;
 #: the list only shrinks (split one, delete its line)
 LONG_MODULES: dict[str, int] = {
-    "lab/collectors/perf.py": 480,
     "lab/evidence/checks.py": 528,
     "lab/reports/charts.py": 530,
     "lab/model/evaluation.py": 547,
@@ -51,7 +50,7 @@ LONG_FUNCTIONS: set[str] = {
     "lab/host/procs.py::run",
     "lab/merge/combine.py::merge",
     "lab/merge/shards.py::check_shards",
-    "lab/pipeline/run.py::execute",
+    "lab/pipeline/run.py::_execute",
     "lab/reports/charts.py::perf_symbols_chart",
     "lab/reports/charts.py::draw",
     "lab/reports/pdf.py::_matrix",

@@ -102,7 +102,7 @@ class Refused(yaml.YAMLError):
         self.mark = mark
 
 
-class _UniqueKeys:
+class _UniqueKeys(yaml.constructor.SafeConstructor):
     """Mapping construction that refuses merge keys and a key written twice."""
 
     def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:

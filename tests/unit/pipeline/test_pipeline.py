@@ -15,7 +15,7 @@ from lab.host import doctor
 from lab.model import ObserverStatus, RunResult
 from lab.pipeline import RunRequest, archived_files, setup, write_results
 from lab.pipeline import run as orchestrate
-from lab.pipeline.stages import plan_passes
+from lab.pipeline.prepare import plan_passes
 from tests.conftest import ROOT
 from tests.unit.reports.reports_sample import build_sample_run
 
@@ -66,12 +66,22 @@ def probed(monkeypatch: pytest.MonkeyPatch) -> dict[str, ObserverStatus]:
     asked: dict[str, list[str] | None] = {}
 
     def check(
-        mount: bool = True, collectors: list[str] | None = None, sandbox: bool = False
+        mount: bool = True,
+        collectors: list[str] | None = None,
+        sandbox: bool = False,
+        facts: bool = True,
+        reuse: bool = False,
     ) -> doctor.Doctor:
         asked["collectors"] = collectors
-        return doctor.Doctor(dict(found), {"kernel_release": "6.1"}, ["mounted tracefs"])
+        asked["facts"] = [facts]
+        asked["reuse"] = [reuse]
+        return doctor.Doctor(
+            dict(found), {"kernel_release": "6.1"} if facts else {}, ["mounted tracefs"]
+        )
 
     monkeypatch.setattr(doctor, "check", check)
+    # a run gathers the machine's facts on a thread of its own, beside the first passes
+    monkeypatch.setattr(doctor, "gather_facts", lambda: {"kernel_release": "6.1"})
     monkeypatch.setattr(sys.modules[__name__], "ASKED", asked)
     return found
 
@@ -83,8 +93,10 @@ def test_setup_plans_and_says_what_it_did(probed: dict[str, ObserverStatus]) -> 
     assert prepared.passes == ["none", "strace", "bpftrace", "perf"]
     assert prepared.skipped == {"packets": "packet capture off (--packets off)"}
     assert prepared.signer is None and prepared.facts == {"kernel_release": "6.1"}
-    # only what the run uses is probed (packet capture is off here)
+    # only what the run uses is probed (packet capture is off here), reusing this boot's
+    # proofs (lab.host.probecache), and the facts are gathered beside the passes
     assert ASKED["collectors"] == ["strace", "bpftrace", "perf"]
+    assert ASKED["reuse"] == [True] and ASKED["facts"] == [False]
 
 
 def test_setup_probes_only_the_collector_asked_for(probed: dict[str, ObserverStatus]) -> None:

@@ -16,6 +16,7 @@ from lab.collectors.base import CollectorOutput, SessionContext
 from lab.errors import CollectorError
 from lab.model import Invocation, Pass, ScenarioResult
 from lab.run import phases
+from lab.run.schedule import Spans
 from lab.workloads.backup.scenario import Scenario
 
 
@@ -88,6 +89,11 @@ class FakeRunner:
         self.lines: list[str] = []
         self.progress = self.lines.append
         self.slots: list[Any] = []
+        self.spans = Spans()
+        self.on_result = None
+
+    def abort(self) -> None:
+        pass
 
     def run_unit_pass(
         self, scenario: Scenario, rep: int, collector_name: str, *, shared: Any = None
@@ -114,9 +120,6 @@ class FakeRunner:
     def base_dir(self, scenario: Scenario, rep: int) -> Path:
         return self.run_dir / scenario.name / f"r{rep}"
 
-    def overlap_untraced(self, units: Any) -> list[Pass]:
-        raise AssertionError("jobs is 1")
-
     def new_result(self, scenario: Scenario, rep: int) -> ScenarioResult:
         return ScenarioResult(scenario.name, rep, "", "", passes=[])
 
@@ -125,7 +128,20 @@ class FakeRunner:
 
 
 def _units(*names: str) -> list[tuple[Scenario, int]]:
-    return [(cast(Scenario, SimpleNamespace(name=n, invocations=2)), 1) for n in names]
+    return [
+        (
+            cast(
+                Scenario, SimpleNamespace(name=n, invocations=2, expected_client_wall_s=lambda: 0)
+            ),
+            1,
+        )
+        for n in names
+    ]
+
+
+def _into(passes: list[list[Pass]]) -> Any:
+    """The ``landed`` callback: each pass appended to its unit's list."""
+    return lambda index, p: passes[index].append(p)
 
 
 @pytest.fixture(autouse=True)
@@ -138,7 +154,7 @@ def test_one_session_serves_the_batch_and_each_pass_gets_its_own_cgroups(tmp_pat
     runner = FakeRunner(tmp_path)
     units = _units("alpha", "beta")
     passes: list[list[Pass]] = [[], []]
-    phases._shared_batch(cast(Any, runner), units, [0, 1], passes)
+    phases._shared_batch(cast(Any, runner), units, [0, 1], _into(passes))
     [ctx] = FakeSession.started
     assert [w.cgroup_id for w in ctx.windows] == [101, 102, 103, 104]
     assert ctx.client_path == runner.sandbox.client
@@ -159,7 +175,7 @@ def test_a_session_that_cannot_start_fails_every_pass_and_frees_their_cgroups(
     FakeSession.fail = True
     runner = FakeRunner(tmp_path)
     passes: list[list[Pass]] = [[], []]
-    phases._shared_batch(cast(Any, runner), _units("alpha", "beta"), [0, 1], passes)
+    phases._shared_batch(cast(Any, runner), _units("alpha", "beta"), [0, 1], _into(passes))
     for ran in (passes[0][0], passes[1][0]):
         assert ran.error is not None and ran.error.startswith("bpftrace could not start:")
         assert ran.session is not None and ran.session.attach_s is None
@@ -172,7 +188,7 @@ def test_skipped_units_get_no_cgroups_and_an_all_skipped_batch_no_session(
 ) -> None:
     runner = FakeRunner(tmp_path, skipping={"alpha": "skipped: timed out"})
     passes: list[list[Pass]] = [[], []]
-    phases._shared_batch(cast(Any, runner), _units("alpha", "beta"), [0, 1], passes)
+    phases._shared_batch(cast(Any, runner), _units("alpha", "beta"), [0, 1], _into(passes))
     assert passes[0][0].skipped == "skipped: timed out" and runner.slots[0] is None
     [ctx] = FakeSession.started
     assert len(ctx.windows) == 2  # beta's only
@@ -180,7 +196,7 @@ def test_skipped_units_get_no_cgroups_and_an_all_skipped_batch_no_session(
     FakeSession.started = []
     runner = FakeRunner(tmp_path / "two", skipping={"alpha": "x", "beta": "y"})
     passes = [[], []]
-    phases._shared_batch(cast(Any, runner), _units("alpha", "beta"), [0, 1], passes)
+    phases._shared_batch(cast(Any, runner), _units("alpha", "beta"), [0, 1], _into(passes))
     assert FakeSession.started == [] and not (tmp_path / "two" / "sessions").exists()
     assert [p[0].skipped for p in passes] == ["x", "y"]
 
@@ -193,6 +209,6 @@ def test_a_reservation_no_cell_took_is_removed(tmp_path: Path) -> None:
 
     runner.run_unit_pass = interrupted  # type: ignore[method-assign]
     with pytest.raises(KeyboardInterrupt):
-        phases._shared_batch(cast(Any, runner), _units("alpha", "beta"), [0, 1], [[], []])
+        phases._shared_batch(cast(Any, runner), _units("alpha", "beta"), [0, 1], _into([[], []]))
     assert len(runner.sandbox.groups) == 4
     assert all(group.removed for group in runner.sandbox.groups)

@@ -1,7 +1,8 @@
 """``--jobs N`` (lab.run.schedule and the runner's use of it): which passes may overlap,
-results in the sequential order whatever order passes finish in, at most N at a time,
-``--jobs 1`` strictly sequential, and every worker stopped before an error or an interrupt
-leaves the pool."""
+results in the sequential order whatever order passes finish in, at most N at a time, the
+longest started first, ``--jobs 1`` strictly sequential, every worker stopped before an
+error or an interrupt leaves the pool, and a pass's ``concurrent`` flag true exactly when
+another pass ran during it."""
 
 from __future__ import annotations
 
@@ -18,24 +19,24 @@ from lab.model import Pass, RunResult, ScenarioResult
 from lab.reports.run import concurrency_statement
 from lab.run.plan import Plan
 from lab.run.runner import Runner
-from lab.run.schedule import Cancelled, decide, run_ordered
+from lab.run.schedule import Cancelled, Spans, decide, run_ordered
 from lab.workloads.backup.scenario import Scenario
 
 
-def test_only_untraced_passes_of_a_sandboxed_seeded_client_overlap() -> None:
-    d = decide(2, sandboxed=True, client_kind="seeded", captured=False)
+def test_every_phase_of_a_sandboxed_seeded_client_overlaps() -> None:
+    d = decide(2, sandboxed=True, client_kind="seeded")
     assert (d.jobs, d.why_sequential) == (2, None)
-    assert d.overlaps("none")
-    assert not any(d.overlaps(c) for c in ("strace", "bpftrace", "perf"))
-    assert d.to_dict(8)["concurrent_passes"] == 8 and d.to_dict()["overlapping"] == ["none"]
+    assert all(d.overlaps(c) for c in ("none", "strace", "bpftrace", "perf"))
+    assert d.to_dict(8)["concurrent_passes"] == 8
+    assert d.to_dict()["overlapping"] == ["none", "strace", "bpftrace", "perf"]
+    assert d.sentence() == "passes up to 2 at a time within each phase"
 
 
 @pytest.mark.parametrize(
     ("kwargs", "word"),
     [
-        ({"sandboxed": False, "client_kind": "seeded", "captured": False}, "--sandbox off"),
-        ({"sandboxed": True, "client_kind": "candidate", "captured": False}, "candidate"),
-        ({"sandboxed": True, "client_kind": "seeded", "captured": True}, "packet capture"),
+        ({"sandboxed": False, "client_kind": "seeded"}, "--sandbox off"),
+        ({"sandboxed": True, "client_kind": "candidate"}, "candidate"),
     ],
 )
 def test_what_may_disturb_a_neighbour_runs_alone_and_says_why(
@@ -49,7 +50,7 @@ def test_what_may_disturb_a_neighbour_runs_alone_and_says_why(
 
 
 def test_jobs_1_is_sequential_with_nothing_to_explain() -> None:
-    d = decide(1, sandboxed=True, client_kind="seeded", captured=False)
+    d = decide(1, sandboxed=True, client_kind="seeded")
     assert (d.jobs, d.why_sequential, d.overlaps("none")) == (1, None, False)
 
 
@@ -77,6 +78,36 @@ def test_results_come_back_in_item_order_and_at_most_n_run_at_once() -> None:
     assert sorted(finished) == list(range(6)) and finished != list(range(6))
     # progress is reported on the caller's thread only: lines never interleave
     assert done_threads == {threading.current_thread().name}
+
+
+def test_the_costliest_items_start_first_and_results_keep_the_item_order() -> None:
+    started: list[str] = []
+
+    def work(item: str) -> str:
+        started.append(item)
+        return item.upper()
+
+    items = ["short", "longest", "none", "long"]
+    cost = {"short": 0.1, "longest": 0.6, "none": 0.0, "long": 0.3}
+    got = run_ordered(items, work, jobs=1, done=lambda i, r: None, abort=lambda: None,
+                      cost=cost.__getitem__)  # fmt: skip
+    assert started == ["longest", "long", "short", "none"]
+    assert got == ["SHORT", "LONGEST", "NONE", "LONG"]
+
+
+def test_a_span_is_concurrent_exactly_when_another_ran_during_it() -> None:
+    spans = Spans()
+    first = spans.begin()
+    assert spans.end(first) is False  # alone
+    a = spans.begin()
+    b = spans.begin()
+    assert spans.end(b) is True  # a was running
+    time.sleep(0.002)
+    c = spans.begin()  # begins after b ended, while a still runs
+    assert spans.end(a) is True
+    assert spans.end(c) is True  # overlapped a's end
+    d = spans.begin()
+    assert spans.end(d) is False  # every other span had ended before it began
 
 
 def test_one_job_runs_items_one_after_another_in_order() -> None:
@@ -147,11 +178,19 @@ def test_an_interrupt_on_the_main_thread_stops_every_worker_then_propagates() ->
     assert calls and sorted(returned) == sorted(started)
 
 
-# -- the runner: untraced passes overlap, traced passes alone, order kept -------------------
+# -- the runner: the passes of each phase overlap, phases one after another, order kept -----
 
 
 def _scenario(name: str) -> Scenario:
-    return cast(Scenario, SimpleNamespace(name=name, description=name, path=Path(f"{name}.yaml")))
+    return cast(
+        Scenario,
+        SimpleNamespace(
+            name=name,
+            description=name,
+            path=Path(f"{name}.yaml"),
+            expected_client_wall_s=lambda: 0.0,
+        ),
+    )
 
 
 def _runner(tmp_path: Path, jobs: int, passes: list[str]) -> tuple[Runner, list[Any]]:
@@ -183,21 +222,26 @@ def _runner(tmp_path: Path, jobs: int, passes: list[str]) -> tuple[Runner, list[
     return runner, events
 
 
-def test_overlapping_keeps_the_sequential_order_and_runs_traced_passes_alone(
+def test_overlapping_keeps_the_sequential_order_and_runs_phase_after_phase(
     tmp_path: Path,
 ) -> None:
     runner, events = _runner(tmp_path, 2, ["none", "strace"])
+    finished: list[tuple[str, list[str]]] = []
+    runner.on_result = lambda r: finished.append((r.name, [p.collector for p in r.passes]))
     results = runner.run()
     assert [r.name for r in results] == ["alpha", "beta", "gamma", "delta"]
     assert all([p.collector for p in r.passes] == ["none", "strace"] for r in results)
-    assert all(r.passes[0].concurrent and not r.passes[1].concurrent for r in results)
+    assert all(p.concurrent for r in results for p in r.passes)
     untraced = [e for e in events if e[1] == "none"]
     traced = [e for e in events if e[1] == "strace"]
-    assert max(e[2] for e in untraced) < max(e[3] for e in untraced)  # they did overlap
-    # every traced pass starts after every untraced one ended, and never beside another
+    for phase in (untraced, traced):
+        assert max(e[2] for e in phase) < max(e[3] for e in phase)  # they did overlap
+    # a phase begins once the one before has ended
     assert min(e[2] for e in traced) >= max(e[3] for e in untraced)
-    assert [e[0] for e in traced] == ["alpha", "beta", "gamma", "delta"]
-    assert all(a[3] <= b[2] for a, b in pairwise(traced))
+    # each scenario repetition is handed on as soon as its last pass landed, whole
+    names = ("alpha", "beta", "gamma", "delta")
+    assert sorted(finished) == sorted((n, ["none", "strace"]) for n in names)
+    assert [n for n, _ in finished] != ["alpha", "beta", "gamma", "delta"]  # the fast first
     assert all(r.wall_s == pytest.approx(sum(p.wall_s for p in r.passes)) for r in results)
 
 
@@ -241,18 +285,26 @@ def _pass(collector: str, concurrent: bool) -> Pass:
 
 
 def test_the_report_says_which_passes_ran_beside_another() -> None:
-    record = decide(2, sandboxed=True, client_kind="seeded", captured=False).to_dict(2)
+    record = decide(2, sandboxed=True, client_kind="seeded").to_dict(2)
     run = _run([[_pass("none", True), _pass("strace", False)], [_pass("none", True)]], record)
     text = concurrency_statement(run)
     assert "2 passes ran beside another pass, up to 2 at a time (--jobs 2)" in text
-    assert "the untraced pass of all 2 scenario repetitions" in text
-    assert "Traced passes" in text and "run alone" in text
+    assert "s0 r1 (none), s1 r1 (none)" in text or "s0 (none), s1 (none)" in text
+    assert "phase by phase" in text and "timing rounds always run alone" in text
     one = _run([[_pass("none", True)], [_pass("none", False)]], record)
     assert "s0 (none)" in concurrency_statement(one)
+    # many passes are counted per collector; a record of a run made before traced passes
+    # could overlap keeps its own rule
+    many = [[_pass("none", True), _pass("strace", True)] for _ in range(4)]
+    many[3][1].concurrent = False
+    text = concurrency_statement(_run(many, record))
+    assert "all 4 untraced passes, 3 of 4 strace passes" in text
+    old = {**record, "overlapping": ["none"]}
+    assert "Traced passes, passes with a packet capture" in concurrency_statement(_run(many, old))
 
 
 def test_the_report_says_why_a_run_stayed_sequential() -> None:
-    record = decide(2, sandboxed=False, client_kind="seeded", captured=False).to_dict()
+    record = decide(2, sandboxed=False, client_kind="seeded").to_dict()
     text = concurrency_statement(_run([[_pass("none", False)]], record))
     assert text.startswith("one pass at a time (--sandbox off")
     assert concurrency_statement(_run([[_pass("none", False)]], None)) == "one pass at a time"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -97,5 +96,5 @@ def test_the_filter_builds_and_lists_what_it_refuses() -> None:
 
 def test_a_missing_filter_source_is_one_sentence() -> None:
     missing = helpers.NativeHelper("lab-filter", "native/filter/gone.c", "the filter")
-    with pytest.raises(SandboxError, match=r"the filter source .*gone.c cannot be read .*reinstall"):
+    with pytest.raises(SandboxError, match=r"the filter source .*gone.c cannot be read"):
         missing.digest()

@@ -1,0 +1,235 @@
+"""The PDF report drawn in a child process while the lab finishes everything else.
+
+reportlab is pure Python: importing it and parsing the five embedded DejaVu fonts costs
+about 0.1 s of CPU, and drawing a default run's eleven pages about 0.13 s more, all on the
+lab's one interpreter lock. A run forks one drawer before its passes start (no thread
+exists yet, so the fork copies nothing half-held); the drawer imports reportlab and
+registers the fonts on whatever core the clients leave free, then waits. Once the results
+exist the lab hands it the results model (``RunResult.to_dict()``, read back with
+``RunResult.from_dict`` exactly as ``lab merge`` reads a shard), the archived-file table and
+the timeline's path; the drawer writes ``report.pdf`` while the lab writes ``results.json``,
+``report.md`` and ``report.html``. The PDF's bytes are those :func:`render_pdf` draws in the
+lab itself (tests/integration/test_drawing.py compares them).
+
+    with drawer() as pdf:            # forked here; None where a fork is not possible
+        ...                          # the passes
+        job = pdf.draw(run, run_dir / "report.pdf", files=files, timeline=timeline_path)
+        ...                          # results.json, report.md, report.html
+        job.wait()                   # ReportError naming what failed; never a lost PDF
+
+A drawer that is gone (killed, out of memory) is replaced by drawing in the lab itself, and
+the record says nothing different: the PDF is the same either way. The drawer ignores
+SIGINT (the lab's own handler decides what an interrupted run keeps) and exits when the lab
+closes its end of the pipe, whatever became of the lab.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lab import errors
+from lab.errors import LabError
+from lab.model import RunResult
+from lab.reports import ArchivedFile
+
+#: how long the lab waits for the drawer's PDF before drawing it itself (a default run's
+#: takes 0.15 s; a 1,000-scenario run's a few seconds)
+DRAW_TIMEOUT_S = 600.0
+
+
+#: what the lab itself needs once the results exist (results.json's validator, the Markdown
+#: and HTML presenters, the archive's signing): imported by ``warm_imports`` while the
+#: passes run, so that none of it is imported after the last pass
+FINISHING_MODULES = (
+    "jsonschema",
+    "lab.reports.markdown",
+    "lab.reports.html",
+    "lab.reports.swimlanes",
+    "lab.evidence.archive",
+    "lab.evidence.provenance",
+)
+
+
+def warm_imports() -> threading.Thread:
+    """Import ``FINISHING_MODULES`` on a thread of their own (about 0.1 s of imports that
+    would otherwise run after the last pass, on the run's critical path)."""
+
+    def work() -> None:
+        for name in FINISHING_MODULES:
+            with contextlib.suppress(Exception):  # imported again, and failing loudly, later
+                importlib.import_module(name)
+
+    thread = threading.Thread(target=work, name="lab-warm-imports", daemon=True)
+    thread.start()
+    return thread
+
+
+def _warm() -> None:
+    """What every drawing needs first: reportlab and the fonts (the slow part, done once)."""
+    from lab.reports import fonts
+    from lab.reports.pdf import render_pdf  # noqa: F401 - imported to be ready
+
+    fonts.register()
+
+
+def _serve(conn: multiprocessing.connection.Connection) -> None:
+    """The drawer's life: warm up, then draw each job it is sent until the pipe closes."""
+    # the lab's own handlers (lab.run.interrupt) are not the drawer's: it ignores Ctrl-C,
+    # and SIGTERM ends it quietly
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # a failure here (a font missing) is met again, and reported, by the first job
+    with contextlib.suppress(Exception):
+        _warm()
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            _draw(**job)
+            conn.send(None)
+        except LabError as exc:
+            conn.send(("lab", type(exc).__name__, str(exc)))
+        except Exception as exc:  # the lab draws it again, and raises it there as itself
+            conn.send(("bug", type(exc).__name__, str(exc)))
+
+
+def _draw(
+    result: dict[str, Any], out: str, files: list[dict[str, Any]] | None, timeline: str | None
+) -> None:
+    from lab.reports.pdf import render_pdf
+    from lab.reports.swimlanes import timeline_rows
+
+    run = RunResult.from_dict(result)
+    rows = timeline_rows(Path(timeline)) if timeline is not None else []
+    archived = None if files is None else [ArchivedFile(**f) for f in files]
+    render_pdf(run, Path(out), files=archived, timeline=rows)
+
+
+def draw_here(
+    run: RunResult, out: Path, *, files: list[ArchivedFile] | None, timeline: Path | None
+) -> None:
+    """The same drawing in this process (no drawer, or the drawer is gone)."""
+    from lab.reports.pdf import render_pdf
+    from lab.reports.swimlanes import timeline_rows
+
+    rows = timeline_rows(timeline) if timeline is not None else []
+    render_pdf(run, out, files=files, timeline=rows)
+
+
+@dataclass
+class Job:
+    """One PDF being drawn; ``wait()`` returns once ``out`` is written."""
+
+    drawer: Drawer | None
+    run: RunResult
+    out: Path
+    files: list[ArchivedFile] | None
+    timeline: Path | None
+    sent: bool
+
+    def wait(self) -> None:
+        """Return once the PDF is written; a LabError the drawer met (a font missing, say)
+        is raised here as the same kind with the same sentence. Anything else (a drawer
+        gone, a bug) draws it again here, where an error is raised as itself."""
+        if self.drawer is not None and self.sent:
+            answer = self.drawer.answer(DRAW_TIMEOUT_S)
+            if answer is None:
+                return
+            kind, name, text = answer
+            if kind == "lab":
+                raise _lab_error(name)(text)
+        draw_here(self.run, self.out, files=self.files, timeline=self.timeline)
+
+
+def _lab_error(name: str) -> type[LabError]:
+    found = getattr(errors, name, None)
+    return found if isinstance(found, type) and issubclass(found, LabError) else LabError
+
+
+class Drawer:
+    """The forked drawer process and the lab's end of its pipe."""
+
+    def __init__(
+        self,
+        process: multiprocessing.process.BaseProcess,
+        conn: multiprocessing.connection.Connection,
+    ) -> None:
+        self.process = process
+        self.conn = conn
+        self._lock = threading.Lock()
+
+    def draw(
+        self, run: RunResult, out: Path, *, files: list[ArchivedFile] | None, timeline: Path | None
+    ) -> Job:
+        """Hand the drawer one PDF; a drawer that cannot take it leaves the job to ``wait``,
+        which then draws it here."""
+        job = {
+            "result": run.to_dict(),
+            "out": str(out),
+            "files": None if files is None else [f.__dict__ for f in files],
+            "timeline": None if timeline is None else str(timeline),
+        }
+        with self._lock:
+            try:
+                self.conn.send(job)
+                sent = True
+            except (OSError, ValueError):
+                sent = False
+        return Job(self, run, out, files, timeline, sent)
+
+    def answer(self, timeout: float) -> tuple[str, str, str] | None:
+        """The drawer's answer: None (drawn), or (kind, error class, sentence), kind "lab",
+        "bug" or "gone" (no answer: the drawer ended or took longer than ``timeout``)."""
+        with self._lock:
+            try:
+                if not self.conn.poll(timeout):
+                    self.stop()
+                    return ("gone", "", "no answer in time")
+                got: tuple[str, str, str] | None = self.conn.recv()
+                return got
+            except (EOFError, OSError):
+                return ("gone", "", "the drawer ended")
+
+    def stop(self) -> None:
+        """End the drawer. Every job it was given has been waited for by then (or given up
+        on), so nothing is lost by killing it: it may still be warming up, and an error that
+        ends the run early should not wait for reportlab's import."""
+        with contextlib.suppress(OSError):
+            self.conn.close()
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(5)
+
+
+@contextlib.contextmanager
+def drawer() -> Iterator[Drawer | None]:
+    """A drawer forked now (None where fork is not available or threads already run: a
+    fork then could copy a lock another thread holds)."""
+    made: Drawer | None = None
+    if hasattr(os, "fork") and threading.active_count() == 1:
+        try:
+            context = multiprocessing.get_context("fork")
+            ours, theirs = context.Pipe()
+            process = context.Process(target=_serve, args=(theirs,), name="lab-pdf", daemon=True)
+            process.start()
+            theirs.close()
+            made = Drawer(process, ours)
+        except OSError:
+            made = None
+    try:
+        yield made
+    finally:
+        if made is not None:
+            made.stop()
