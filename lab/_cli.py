@@ -191,6 +191,7 @@ def evaluation_request(args: argparse.Namespace) -> EvaluationRequest:
         json=args.json,
         shard=args.shard,
         run_id=args.run_id,
+        jobs=args.jobs,
     )
 
 

@@ -91,15 +91,7 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "refuses to start without it; off: the client runs as this user, uncontained, and the "
         "clauses it could forge (C1, C3, C5, C6) cannot pass",
     )
-    run.add_argument(
-        "--jobs",
-        type=positive_count,
-        default=None,
-        metavar="N",
-        help="run up to N untraced passes of different scenarios at once (default: the number "
-        "of cores; 1: one pass at a time); traced passes and passes with a packet capture "
-        "always run alone, and the report says which passes overlapped",
-    )
+    add_jobs(run)
     add_shard(run, "scenario × repetition")
     run.add_argument(
         "--json",
@@ -107,6 +99,20 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="print one JSON document on stdout (the verdict summary: run id, what the exit "
         "status means, calibration counts, per-scenario reliability, the "
         "archive, its SHA-256 and the signing key id); the human text on stderr",
+    )
+
+
+def add_jobs(parser: argparse.ArgumentParser) -> None:
+    """``--jobs N``: passes of one phase at once (``lab.run.schedule``)."""
+    parser.add_argument(
+        "--jobs",
+        type=positive_count,
+        default=None,
+        metavar="N",
+        help="run up to N passes of different scenario repetitions at once, within each phase "
+        "(every untraced pass, then every strace pass, ...; default: the number of cores plus "
+        "one; 1: one pass at a time); each runs as a client user of its own, timing rounds "
+        "always run alone, and the report says which passes overlapped",
     )
 
 
@@ -184,6 +190,7 @@ def _add_evaluate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     ev.add_argument(
         "--timeout", type=float, default=30.0, help="per-invocation limit, s (default 30)"
     )
+    add_jobs(ev)
     ev.add_argument("--skip-calibration", action="store_true", help=argparse.SUPPRESS)
     ev.add_argument(
         "--recalibrate",

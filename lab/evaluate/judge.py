@@ -59,16 +59,20 @@ from lab.model.evaluation import (
 )
 from lab.pipeline import (
     REPO,
+    Drawer,
     Setup,
+    drawer,
     finish,
     make_result,
     new_run_id,
     open_run,
     run_plan,
     setup,
+    warm_imports,
 )
 from lab.run.options import check_count, check_run_options
 from lab.run.plan import Plan
+from lab.run.schedule import MAX_JOBS, default_jobs
 from lab.run.shard import check_run_id
 from lab.sandbox import SandboxSettings
 from lab.workloads.backup import scenario
@@ -138,6 +142,14 @@ class EvaluationOutcome:
 
 def execute(request: EvaluationRequest, *, say: Callable[[str], None]) -> EvaluationOutcome:
     """Freeze, prepare, check the instrument, judge, time, write and sign; print nothing."""
+    # the PDF's drawer is forked first, before any thread of the evaluation exists
+    with drawer() as pdf:
+        return _execute(request, say=say, pdf=pdf)
+
+
+def _execute(
+    request: EvaluationRequest, *, say: Callable[[str], None], pdf: Drawer | None
+) -> EvaluationOutcome:
     check_run_options(
         repetitions=request.repetitions,
         size=request.size,
@@ -171,10 +183,13 @@ def execute(request: EvaluationRequest, *, say: Callable[[str], None]) -> Evalua
     else:
         run_id = check_run_id(request.run_id) if request.run_id else new_run_id("eval")
     # a candidate is untrusted code: it only ever runs in the sandbox, judged or timed
-    run_dir = open_run(prepared, request.out, run_id, sandbox="required")
+    jobs = default_jobs() if request.jobs is None else request.jobs
+    check_count(jobs, "--jobs", MAX_JOBS)
+    run_dir = open_run(prepared, request.out, run_id, sandbox="required", jobs=jobs)
+    warm_imports()
     try:
         return _evaluate(
-            request, prepared, frozen, (run_id, part), run_dir, conditions, calibration, say
+            request, prepared, frozen, (run_id, part), run_dir, conditions, calibration, say, pdf
         )
     finally:
         prepared.close()
@@ -189,6 +204,7 @@ def _evaluate(
     conditions: list[scenario.Scenario],
     calibration: list[scenario.Scenario],
     say: Callable[[str], None],
+    pdf: Drawer | None = None,
 ) -> EvaluationOutcome:
     given = request.path
     run_id, part = ids
@@ -254,7 +270,9 @@ def _evaluate(
     )
     result.evaluation = evaluation
     result.shard = None if part is None else part.record
-    archive = finish(result, run_dir, signer=prepared.signer, started_epoch=started_epoch, say=say)
+    archive = finish(
+        result, run_dir, signer=prepared.signer, started_epoch=started_epoch, say=say, drawer=pdf
+    )
     return EvaluationOutcome(
         exit_status=0 if evaluation.status == "pass" else 1,
         evaluation=evaluation,
@@ -299,6 +317,7 @@ def check_instrument(
         timeout_s=request.timeout_s,
         unavailable=prepared.skipped,
         seed="calibration",
+        jobs=prepared.jobs,
     )
     cal_results = run_plan(cal_plan, run_dir, prepared, say)
     return instrument_check(cal_results), cal_results
@@ -372,6 +391,7 @@ def judge_built(
         unavailable=prepared.skipped,
         seed="candidate",
         units=units,
+        jobs=prepared.jobs,
     )
     results = run_plan(plan, run_dir, prepared, say)
     hung = hung_invocations(results)

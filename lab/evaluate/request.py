@@ -53,6 +53,9 @@ class EvaluationRequest:
     shard: ShardSpec | None = None
     #: the run id; with ``shard``, the id every shard shares (derived when None)
     run_id: str | None = None
+    #: ``--jobs N``: judged passes of one phase at once (None: lab.run.schedule's default);
+    #: not part of what is judged, so not in the frozen evaluation
+    jobs: int | None = None
 
     @property
     def flag(self) -> str:
@@ -87,4 +90,5 @@ class EvaluationRequest:
             *(["--json"] if self.json else []),
             *(["--shard", str(self.shard)] if self.shard is not None else []),
             *(["--run-id", self.run_id] if self.run_id else []),
+            *(["--jobs", str(self.jobs)] if self.jobs is not None else []),
         ]  # fmt: skip

@@ -17,6 +17,7 @@ else of each other:
 
 from __future__ import annotations
 
+from lab.pipeline.drawing import Drawer, drawer, warm_imports
 from lab.pipeline.prepare import (
     COLLECTOR_CHOICES,
     PACKET_CHOICES,
@@ -44,10 +45,12 @@ __all__ = [
     "PACKET_CHOICES",
     "REPO",
     "SANDBOX_CHOICES",
+    "Drawer",
     "RunOutcome",
     "RunRequest",
     "Setup",
     "archived_files",
+    "drawer",
     "execute",
     "finish",
     "judge_scenario",
@@ -58,5 +61,6 @@ __all__ = [
     "run_plan",
     "seal",
     "setup",
+    "warm_imports",
     "write_results",
 ]

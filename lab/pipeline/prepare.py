@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from lab.errors import CollectorError, LabError, UsageError
 from lab.model import ObserverStatus
 from lab.registry import CAPTURE, COLLECTOR_NAMES, PROCESS_COLLECTORS
+from lab.run.schedule import Concurrency, decide
 from lab.sandbox import Sandbox, SandboxSettings
 
 if TYPE_CHECKING:
@@ -79,6 +80,12 @@ class Setup:
     sandbox: Sandbox | None = None
     #: what results.json records of it
     sandbox_record: dict[str, Any] = field(default_factory=dict)
+    #: how many passes may run at once (``open_run`` decides it; lab.run.schedule)
+    concurrency: Concurrency = field(default_factory=lambda: Concurrency(1, 1))
+
+    @property
+    def jobs(self) -> int:
+        return self.concurrency.jobs
 
     @property
     def facts(self) -> dict[str, Any]:
@@ -119,10 +126,14 @@ def open_sandbox(
     return sandbox, sandbox.describe()
 
 
-def open_run(prepared: Setup, out: Path, run_id: str, *, sandbox: str = "required") -> Path:
+def open_run(
+    prepared: Setup, out: Path, run_id: str, *, sandbox: str = "required", jobs: int = 1
+) -> Path:
     """The run's directory, private (0700: its evidence is for the lab and the reviewer,
     never for the client), with the run's sandbox opened into ``prepared``; when the sandbox
-    cannot open, the directory is removed and the error raised."""
+    cannot open, the directory is removed and the error raised. ``jobs``: the passes asked
+    to run at once (``--jobs``); what may is ``prepared.concurrency``, and the sandbox then
+    holds one client user for each (``Sandbox.use_slots``)."""
     run_dir = (out / run_id).resolve()
     run_dir.mkdir(parents=True, exist_ok=False)
     run_dir.chmod(0o700)
@@ -134,7 +145,14 @@ def open_run(prepared: Setup, out: Path, run_id: str, *, sandbox: str = "require
             masked=signing_key_paths(),
             log_path=run_dir / "commands.jsonl",
         )
+        prepared.concurrency = decide(jobs, sandboxed=prepared.sandbox is not None)
+        if prepared.sandbox is not None:
+            prepared.sandbox.use_slots(prepared.concurrency.jobs)
+            prepared.sandbox_record = prepared.sandbox.describe()
     except LabError:
+        if prepared.sandbox is not None:
+            with contextlib.suppress(LabError):
+                prepared.sandbox.close()
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
     return run_dir

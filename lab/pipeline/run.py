@@ -108,7 +108,7 @@ def _execute(
         run_id, units, shard_record = plan_shard(request, chosen, client)
     else:
         run_id = shard.check_run_id(request.run_id) if request.run_id else new_run_id()
-    run_dir = open_run(prepared, request.out, run_id, sandbox=request.sandbox)
+    run_dir = open_run(prepared, request.out, run_id, sandbox=request.sandbox, jobs=jobs)
     if prepared.sandbox is None:
         say(
             "WARNING: --sandbox off: the client runs as this user, outside any sandbox; the "
@@ -116,11 +116,7 @@ def _execute(
         )
     copy_inputs(run_dir, chosen, resources.probes_dir())
     started_epoch = time.time()
-    concurrency = schedule.decide(
-        jobs,
-        sandboxed=prepared.sandbox is not None,
-        client_kind=request.client_kind,
-    )
+    concurrency = prepared.concurrency
     plan = Plan(
         scenarios=chosen,
         passes=prepared.passes,

@@ -45,6 +45,7 @@ from lab.model import Pass, ScenarioResult, SharedSession
 from lab.run.plan import Plan
 from lab.run.schedule import OVERLAPPING, Spans, run_ordered
 from lab.sandbox import Reservation, Sandbox
+from lab.workloads.backup.endpoint import passes_at_once
 from lab.workloads.backup.scenario import Scenario
 
 #: the most invocation cgroups one shared session filters on (each is one comparison in
@@ -128,6 +129,9 @@ def run_phase(
     otherwise), the longest first; ``landed(index, pass)`` is called on this thread as each
     one ends, with its ``concurrent`` flag final."""
     jobs = runner.plan.jobs if collector in OVERLAPPING else 1
+    if runner.sandbox is not None:
+        # one client user per pass at once (Sandbox.use_slots): never more passes than users
+        jobs = min(jobs, len(runner.sandbox.slot_users))
     total = len(indexes)
     finished: list[int] = []
     if jobs == 1:
@@ -155,14 +159,27 @@ def run_phase(
         )
         landed(index, p)
 
-    run_ordered(
-        indexes,
-        work,
-        jobs=jobs,
-        done=done,
-        abort=runner.abort,
-        cost=lambda index: units[index][0].expected_client_wall_s(),
-    )
+    passes_at_once(jobs)
+    try:
+        run_ordered(
+            indexes,
+            work,
+            jobs=jobs,
+            done=done,
+            abort=runner.abort,
+            first=lambda index: _start_order(units[index]),
+        )
+    finally:
+        passes_at_once(1)
+
+
+def _start_order(unit: tuple[Scenario, int]) -> tuple[float, int]:
+    """The longest passes first (by what the scenario's own expectations promise), then the
+    first repetition of every scenario before any second: a candidate that hangs under a
+    condition times out once per condition at the same time, never three times in a row
+    (its later repetitions of that condition are then skipped)."""
+    chosen, rep = unit
+    return (-chosen.expected_client_wall_s(), rep)
 
 
 def run_phased(runner: Runner, units: list[tuple[Scenario, int]]) -> list[ScenarioResult]:

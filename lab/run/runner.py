@@ -57,7 +57,7 @@ from lab.run.invocation import (
 )
 from lab.run.phases import SharedSlot
 from lab.run.plan import Plan
-from lab.run.schedule import Cancelled, Spans, default_jobs
+from lab.run.schedule import Cancelled, Spans, cores
 from lab.run.timeline import Timeline, client_rows, endpoint_rows
 from lab.run.timeline_sources import add_observed
 from lab.sandbox import Reservation, Sandbox
@@ -264,7 +264,7 @@ class Runner:
         reserved = shared.reservation if shared is not None else None
         with self._cell(tag, scenario.invocations, reserved) as cell:
             # the queue of this pass, on its own thread (deferred.py)
-            queue = self.deferred = Deferred(default_jobs()) if deferrable(collector_name) else None
+            queue = self.deferred = Deferred(cores()) if deferrable(collector_name) else None
             try:
                 p = self._run_pass(scenario, rep, collector_name, seed, evidence, cell, shared)
                 queue.finish() if queue else None  # in the box perf resolves symbols in

@@ -23,12 +23,16 @@ repetitions run at a time, traced or not:
   and the reports and the console say which passes those were;
 * timing rounds (``lab evaluate``'s timing, the instrument floor) never go through here:
   they are sequential by construction (``lab.evaluate.timing``);
-* with ``--sandbox off`` the passes would share the host's loopback, and a candidate
-  client is untrusted (it could exhaust the file descriptors or threads the lab process
-  shares between passes, and its refused calls, logged by uid, would land in another
-  pass's window): both run one pass at a time, and the record says why.
+* a candidate client is untrusted, and what overlapping passes share is guarded: each
+  pass that may run at once has a client user of its own (``Sandbox.use_slots``), so the
+  filter's refusals, which the kernel logs by uid, and RLIMIT_NPROC are each pass's own,
+  and no client can signal another; the endpoints' connection and upload caps are divided
+  among the passes at once (``lab.workloads.backup.endpoint``), so a flood in one cannot
+  take the file descriptors another needs;
+* with ``--sandbox off`` the passes would share the host's loopback and the lab's user:
+  they run one at a time, and the record says why.
 
-    decision = decide(2, sandboxed=True, client_kind="seeded")
+    decision = decide(2, sandboxed=True)
     decision.jobs, decision.overlaps("none"), decision.overlaps("strace")   # 2, True, True
     results = run_ordered(items, work, jobs=2, done=show, abort=stop_everything)
 
@@ -64,9 +68,16 @@ class Cancelled(Exception):
     """Raised in a worker that was about to start a pass or an invocation after ``abort``."""
 
 
-def default_jobs() -> int:
-    """The number of cores, the default of ``--jobs``."""
+def cores() -> int:
     return max(1, os.cpu_count() or 1)
+
+
+def default_jobs() -> int:
+    """The default of ``--jobs``: one more pass than there are cores. A pass spends most of
+    its wall time waiting (process starts, the disk's syncs, a tracer's start and stop), so
+    with one pass per core a core idles; measured on a 2-core machine (docs/performance.md)
+    3 passes at once beat 2 and equal 4."""
+    return cores() + 1
 
 
 @dataclass(frozen=True)
@@ -100,18 +111,13 @@ class Concurrency:
         }
 
 
-def decide(requested: int, *, sandboxed: bool, client_kind: str) -> Concurrency:
+def decide(requested: int, *, sandboxed: bool) -> Concurrency:
     """How many passes run at once for ``--jobs requested`` (see the module docstring)."""
     if requested <= 1:
         return Concurrency(requested, 1)
     why: str | None = None
     if not sandboxed:
         why = "--sandbox off: the passes would share the host's loopback, so they run one at a time"
-    elif client_kind != "seeded":
-        why = (
-            "the client is a candidate, untrusted: it could exhaust file descriptors or "
-            "threads the lab process shares between passes, so they run one at a time"
-        )
     return Concurrency(requested, 1 if why else requested, why)
 
 
@@ -122,22 +128,22 @@ def run_ordered(
     jobs: int,
     done: Callable[[int, R], None],
     abort: Callable[[], None],
-    cost: Callable[[T], float] | None = None,
+    first: Callable[[T], Any] | None = None,
 ) -> list[R]:
     """``work(item)`` for every item, up to ``jobs`` at a time on threads; the results in
     the order of ``items``. ``done(index, result)`` is called on *this* thread as each one
     finishes (so progress lines never interleave). On an error or an interrupt (Ctrl-C
     and SIGTERM arrive on this thread), ``abort()`` is called until every worker has
     returned (it must make them stop: cancel, kill their processes), then it is re-raised.
-    ``cost``: each item's expected duration; the costliest start first (longest processing
-    time first: a long pass started last would finish alone while the other cores idle),
-    ties in the order of ``items``."""
+    ``first``: a sort key; the items with the smallest start first (ties in the order of
+    ``items``), e.g. the longest first: a long pass started last would finish alone while
+    the other cores idle."""
     results: dict[int, R] = {}
     pool = cf.ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="lab-pass")
     order = list(range(len(items)))
-    if cost is not None:
-        expected = [cost(item) for item in items]
-        order.sort(key=lambda i: -expected[i])
+    if first is not None:
+        keys = [first(item) for item in items]
+        order.sort(key=lambda i: keys[i])
     # each worker runs in a copy of this thread's context: the processes it starts belong
     # to the caller's process scope (lab.host.live)
     futures = {pool.submit(contextvars.copy_context().run, work, items[i]): i for i in order}

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
+import queue
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,10 +35,9 @@ from lab.errors import SandboxError
 from lab.host import procs
 from lab.sandbox import boxfs, seccomp
 from lab.sandbox import netns as netns_mod
-from lab.sandbox.boxfs import DiskUse
-from lab.sandbox.cgroup import CgroupTree, InvocationGroup, Limits, RunGroup, opaque_name
-from lab.sandbox.jail import JailSpec, jail_argv, resolv_conf_text
-from lab.sandbox.supervise import Outcome, supervise
+from lab.sandbox.cell import CLIENT_NAME, PassCell, Reservation
+from lab.sandbox.cgroup import CgroupTree, Limits, RunGroup, opaque_name
+from lab.sandbox.supervise import Outcome
 from lab.sandbox.user import ClientUser
 
 __all__ = [
@@ -50,10 +49,6 @@ __all__ = [
     "SandboxSettings",
     "cell_dirs",
 ]
-
-#: the client binary's name inside the box
-CLIENT_NAME = "client"
-SOURCE_NAME = "source.bin"
 
 
 @dataclass(frozen=True)
@@ -93,6 +88,12 @@ class Sandbox:
         filter_program: Path | None = None,
     ) -> None:
         self.user = user
+        #: the users a pass cell may run its client as, one per pass that may run at once
+        #: (``use_slots``): no two invocations that may overlap share a uid, so what the
+        #: kernel reports by uid (the filter's refusals, RLIMIT_NPROC) is each one's own
+        self.slot_users: list[ClientUser] = [user]
+        self._free: queue.Queue[ClientUser] = queue.Queue()
+        self._free.put(user)
         #: the built system-call filter every invocation runs under (lab.sandbox.seccomp)
         self.filter = filter_program or seccomp.helper()
         self.run_group = run_group
@@ -122,13 +123,7 @@ class Sandbox:
         for tool in ("bwrap", "capsh", "nsenter", "prlimit", "ip"):
             procs.require_tool(tool)
         user = ClientUser.ensure(log=log)
-        strays = user.processes()
-        if strays:
-            raise SandboxError(
-                f"processes of the client user {user.name!r} are running (pids "
-                f"{', '.join(map(str, strays[:5]))}); another lab run is active or a client "
-                "escaped; stop them before running the lab."
-            )
+        _refuse_strays(user)
         netns_mod.sweep_stale(log)
         filter_program = seccomp.helper()  # SandboxError naming libseccomp-dev
         tree = CgroupTree.discover()
@@ -141,6 +136,23 @@ class Sandbox:
             masked=masked,
             filter_program=filter_program,
         )
+
+    def use_slots(self, count: int) -> None:
+        """Make ``count`` client users available to pass cells (``lab-client``, then
+        ``lab-client-2`` …, created like the first when missing, each refused if it runs a
+        process); ``count`` passes may then run at once, each as a user of its own."""
+        for number in range(len(self.slot_users) + 1, count + 1):
+            user = ClientUser.ensure(f"{self.user.name}-{number}", log=self.log)
+            _refuse_strays(user)
+            self.slot_users.append(user)
+            self._free.put(user)
+
+    def lease(self) -> ClientUser:
+        """A client user no running pass cell holds (waits for one when all are held)."""
+        return self._free.get()
+
+    def release(self, user: ClientUser) -> None:
+        self._free.put(user)
 
     def close(self) -> None:
         self.run_group.remove()
@@ -192,6 +204,7 @@ class Sandbox:
         return {
             "enabled": True,
             "user": self.user.to_dict(),
+            "slot_users": [u.to_dict() for u in self.slot_users],
             "settings": self.settings.to_dict(),
             "cgroup": str(self.run_group.v2),
             "limits": [e.to_dict() for e in self.run_group.enforcement],
@@ -203,19 +216,24 @@ class Sandbox:
             },
         }
 
-    def refusals(self, watch: seccomp.KmsgWatch) -> seccomp.Refusals:
-        """What the filter refused the client user since ``watch`` was opened."""
-        return watch.collect(uid=self.user.uid, names=seccomp.refused_calls(self.filter))
+    def refusals(
+        self, watch: seccomp.KmsgWatch, user: ClientUser | None = None
+    ) -> seccomp.Refusals:
+        """What the filter refused ``user`` (the client user) since ``watch`` was opened."""
+        uid = (user or self.user).uid
+        return watch.collect(uid=uid, names=seccomp.refused_calls(self.filter))
 
-    def bounded(self, path: Path) -> None:
-        """Make ``path`` (an empty directory) a bounded tmpfs owned by the client user."""
+    def bounded(self, path: Path, user: ClientUser | None = None) -> None:
+        """Make ``path`` (an empty directory) a bounded tmpfs owned by ``user`` (the client
+        user)."""
         limits = self.settings.limits
+        owner = user or self.user
         boxfs.mount_bounded(
             path,
             size=limits.disk_max,
             inodes=limits.disk_inodes_max,
-            uid=self.user.uid,
-            gid=self.user.gid,
+            uid=owner.uid,
+            gid=owner.gid,
             log=self.log,
         )
 
@@ -255,170 +273,11 @@ def cell_dirs(scratch: Path, sandbox: Sandbox) -> tuple[Path, Path, Path]:
     return box, home, tmp
 
 
-@dataclass
-class Reservation:
-    """A pass's numbered name and its invocation cgroups, made before its cell
-    (``Sandbox.reserve``)."""
-
-    tag: str
-    groups: dict[int, InvocationGroup]
-    #: set once a cell has taken the groups over (it removes them when it closes)
-    taken: bool = False
-
-    def release(self) -> None:
-        """Remove the groups unless a cell took them over."""
-        if not self.taken:
-            self.remove()
-
-    def remove(self) -> None:
-        """Kill whatever is left in the groups and remove them."""
-        for group in self.groups.values():
-            group.kill()
-            group.remove()
-        self.groups.clear()
-
-
-class PassCell:
-    """Per pass: the network namespace, the box, the store's directory, one cgroup per
-    invocation (made before the pass starts, so that a tracer can filter on their ids)."""
-
-    def __init__(self, sandbox: Sandbox, reserved: Reservation, *, client: Path) -> None:
-        self.sandbox = sandbox
-        self.tag = reserved.tag
-        self.client_source = client
-        self.scratch = Path(tempfile.mkdtemp(prefix="lab-pass-"))  # 0700, root's
-        self.box = self.scratch / "box"
-        self.store = self.scratch / "store"
-        self.netns = netns_mod.NetworkNamespace(netns_mod.name_for(self.tag), log=sandbox.log)
-        #: the invocation cgroups, made before the cell (``Sandbox.reserve``); the cell
-        #: owns them from here on and removes them when it closes
-        self.reserved = reserved
-        self.groups = reserved.groups
-        reserved.taken = True
-        #: one sentence when the scratch directory could not be removed (``close``)
-        self.cleanup_problem: str | None = None
-
-    @property
-    def client(self) -> Path:
-        return self.box / CLIENT_NAME
-
-    @property
-    def netns_argv(self) -> list[str]:
-        return self.netns.enter_argv()
-
-    @property
-    def netns_name(self) -> str:
-        return self.netns.name
-
-    def listening_sockets(self, count: int) -> list[Any]:
-        return list(self.netns.listening_sockets(count))
-
-    @property
-    def source(self) -> Path:
-        return self.box / SOURCE_NAME
-
-    def open(self) -> None:
-        self.box.mkdir(mode=0o755)
-        self.box.chmod(0o755)
-        self.store.mkdir(mode=0o700)
-        shared = self.sandbox.shared_client(self.client_source)
-        try:
-            os.link(shared, self.client)
-        except OSError:
-            # another file system: a copy of its own (a shared bpftrace session then sees
-            # another inode, and the runner gives this pass a session of its own)
-            shutil.copyfile(shared, self.client)
-            self.client.chmod(0o555)
-        (self.box / "resolv.conf").write_text(resolv_conf_text(), encoding="ascii")
-        (self.box / "resolv.conf").chmod(0o444)
-        self.netns.create()
-
-    def runs_inode_of(self, path: Path) -> bool:
-        """Whether the box's client is the very file ``path`` (same device and inode)."""
-        mine, other = os.stat(self.client), os.stat(path)
-        return (mine.st_dev, mine.st_ino) == (other.st_dev, other.st_ino)
-
-    def write_source(self, data: bytes) -> None:
-        with open(self.source, "wb") as fh:
-            fh.write(data)
-        self.source.chmod(0o444)
-
-    def group(self, index: int) -> InvocationGroup:
-        return self.groups[index]
-
-    def home(self, index: int) -> Path:
-        """The pass's home for the client (``index`` kept for callers: one per pass)."""
-        return self._client_dir("home")
-
-    def tmp(self) -> Path:
-        return self._client_dir("tmp")
-
-    def _client_dir(self, name: str) -> Path:
-        # state a client keeps between its runs lives on through the pass's invocations,
-        # in a bounded tmpfs of its own (lab.sandbox.boxfs)
-        path = self.scratch / name
-        if not path.exists():
-            path.mkdir(mode=0o700)
-            self.sandbox.bounded(path)
-        return path
-
-    def disk_use(self) -> dict[str, DiskUse | None]:
-        """What HOME and /tmp hold now (read after each invocation, before teardown)."""
-        return {"home": boxfs.usage(self.home(0)), "tmp": boxfs.usage(self.tmp())}
-
-    def spec(self, index: int) -> JailSpec:
-        return JailSpec(
-            netns_path=self.netns.path,
-            uid=self.sandbox.user.uid,
-            gid=self.sandbox.user.gid,
-            box=self.box,
-            home=self.home(index),
-            tmp=self.tmp(),
-            resolv_conf=self.box / "resolv.conf",
-            join_files=tuple(self.group(index).join_files()),
-            filter=self.sandbox.filter,
-            nproc=self.sandbox.nproc_fallback(),
-            masked=self.sandbox.masked,
+def _refuse_strays(user: ClientUser) -> None:
+    strays = user.processes()
+    if strays:
+        raise SandboxError(
+            f"processes of the client user {user.name!r} are running (pids "
+            f"{', '.join(map(str, strays[:5]))}); another lab run is active or a client "
+            "escaped; stop them before running the lab."
         )
-
-    def run(
-        self,
-        index: int,
-        client_argv: Sequence[str],
-        *,
-        wrap: Callable[[list[str]], list[str]],
-        timeout_s: float,
-        stdout: Path,
-        stderr: Path,
-        purpose: str,
-    ) -> Outcome:
-        spec = self.spec(index)
-        settings = self.sandbox.settings
-        watch = seccomp.KmsgWatch.open()
-        outcome = supervise(
-            argv_for=lambda fd: wrap(jail_argv(spec, client_argv, status_fd=fd)),
-            group=self.group(index),
-            timeout_s=timeout_s,
-            linger_grace_s=settings.linger_grace_s,
-            stdout=stdout,
-            stderr=stderr,
-            purpose=purpose,
-            log=self.sandbox.log,
-            head=settings.output_head,
-            tail=settings.output_tail,
-        )
-        outcome.disk = self.disk_use()
-        outcome.refused = self.sandbox.refusals(watch)
-        return outcome
-
-    def source_changed(self, digest_before: str) -> bool:
-        """Whether the source copy on disk differs from the fixture's digest (it is
-        read-only to the client, so this should never be true)."""
-        from lab.host.digest import sha256_file
-
-        return not self.source.is_file() or sha256_file(self.source) != digest_before
-
-    def close(self) -> None:
-        self.reserved.remove()
-        self.netns.delete()
-        self.cleanup_problem = boxfs.remove_tree(self.scratch, log=self.sandbox.log)

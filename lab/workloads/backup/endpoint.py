@@ -235,12 +235,25 @@ class Endpoint:
         raise NotImplementedError
 
 
+#: how many passes (each a receiver and a decoy) this process serves at once (``--jobs``:
+#: ``passes_at_once``); every endpoint's share of the file descriptors is counted with it
+_PASSES_AT_ONCE = [1]
+
+
+def passes_at_once(count: int) -> None:
+    """Say how many passes may serve their endpoints at once in this process, so that a
+    flood in one pass meets ``ERR busy`` before it takes the descriptors another needs."""
+    _PASSES_AT_ONCE[0] = max(1, count)
+
+
 def _connection_cap(wanted: int) -> int:
-    """How many connections this process can really hold open: the soft RLIMIT_NOFILE is
-    raised toward the hard one when it is too low (1,024 is a common soft limit), and what
-    cannot be had lowers the cap, so a flood meets ``ERR busy``, not a failing accept."""
+    """How many connections this process can really hold open for one endpoint: the soft
+    RLIMIT_NOFILE is raised toward the hard one when it is too low (1,024 is a common soft
+    limit), and what cannot be had lowers the cap, so a flood meets ``ERR busy``, not a
+    failing accept; the descriptors are shared by both endpoints of every pass at once."""
+    endpoints = 2 * _PASSES_AT_ONCE[0]
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    need = 2 * wanted + FD_RESERVE  # both endpoints of a pass, and the lab's own files
+    need = endpoints * wanted + FD_RESERVE  # every endpoint at once, and the lab's own files
     if soft != resource.RLIM_INFINITY and soft < need:
         target = need if hard == resource.RLIM_INFINITY else min(need, hard)
         with contextlib.suppress(ValueError, OSError):
@@ -248,7 +261,7 @@ def _connection_cap(wanted: int) -> int:
             soft = target
     if soft == resource.RLIM_INFINITY:
         return wanted
-    return max(1, min(wanted, (soft - FD_RESERVE) // 2))
+    return max(1, min(wanted, (soft - FD_RESERVE) // endpoints))
 
 
 def _close(sock: socket.socket, *, reset: bool) -> None:

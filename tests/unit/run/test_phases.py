@@ -39,6 +39,7 @@ class FakeSandbox:
         self.reserved: list[Any] = []
         self.groups: list[FakeGroup] = []
         self.client = tmp / "shared-client"
+        self.slot_users = [object()]
 
     def reserve(self, tag: str, *, invocations: int) -> Any:
         from lab.sandbox import Reservation
