@@ -11,7 +11,16 @@ min/max, and the ratio of the second to the first) for:
    (``--modes bpftrace``: ``--collector bpftrace --packets off``, bpftrace's session alone;
    ``--modes evaluate``: ``lab evaluate`` of a correct candidate with its defaults);
 3. from a traced run's results.json: the wall a bpftrace-traced invocation adds over the
-   same invocation untraced (median over every invocation, ms).
+   same invocation untraced (median over every invocation, ms);
+4. ``--modes hanging``: ``lab evaluate`` with its defaults of a candidate that prints its
+   completion and never exits (``tests/assets/hostile`` built with ``ATTACK=hang``, from the
+   head's tree, the same binary for both sides);
+5. from each correct candidate's evaluation: the half-width of the first backup's
+   candidate ÷ baseline 95 % interval, in % of the ratio (the seeded client against an
+   equivalent one: what the interval is when nothing differs).
+
+Both checkouts' modules are byte-compiled first (``compileall``): warm caches, as an
+installed lab has them, whatever PYTHONDONTWRITEBYTECODE says.
 
     python benchmarks/time_to_evidence.py --base HEAD~5 --head HEAD --rounds 3 \
         --json benchmarks/time-to-evidence.json
@@ -52,15 +61,19 @@ MODES = {
         "--source-dir",
         "tests/assets/candidates/alt-client",
     ],
+    # lab evaluate with its defaults, of a candidate that never exits ({hang}: built below)
+    "hanging evaluate": ["evaluate", "--local", "--binary", "{hang}"],
 }
 #: the modes measured unless --modes names others
-DEFAULT_MODES = ("untraced run --all", "traced run --all")
+DEFAULT_MODES = ("untraced run --all", "traced run --all", "evaluate correct", "hanging evaluate")
 #: issue 11's goals for the head side's median (seconds, or ms for the added wall)
 #: (issue 25: untraced 1.0 s, traced 12 s, a correct candidate's evaluation 20 s)
 GOALS: dict[str, tuple[str, float]] = {
     "untraced run --all": ("<= 1.0 s", 1.0),
     "traced run --all": ("<= 12 s", 12.0),
     "evaluate correct": ("<= 20 s", 20.0),
+    "hanging evaluate": ("<= 60 s", 60.0),
+    "interval half-width (%), first backup wall": ("<= 5 %", 5.0),
     "bpftrace added wall per invocation (ms), traced": ("<= 50 ms", 50.0),
     "bpftrace added wall per invocation (ms), bpftrace": ("<= 50 ms", 50.0),
 }
@@ -111,14 +124,41 @@ def table_lines(table: dict[str, Any]) -> list[str]:
 
 
 def checkout(rev: str, into: Path) -> Path:
-    """A detached worktree of ``rev`` with its client built."""
+    """A detached worktree of ``rev`` with its client built and its modules byte-compiled."""
     subprocess.run(
         ["git", "-C", str(ROOT), "worktree", "add", "--detach", "-f", str(into), rev],
         check=True,
         capture_output=True,
     )
     subprocess.run(["make", "-s", "-C", str(into / "native")], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(into / "lab")],
+        check=True,
+        capture_output=True,
+    )
     return into
+
+
+def hanging_client(tree: Path, out: Path) -> Path:
+    """The hostile client that prints its completion and never exits, built from ``tree``."""
+    out.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        ["make", "-s", "-C", str(tree / "tests" / "assets" / "hostile"), "ATTACK=hang",
+         f"OUT={out}", f"{out}/hostile-hang"],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    return out / "hostile-hang"
+
+
+def half_width_pct(results: dict[str, Any]) -> float | None:
+    """The first backup's candidate ÷ baseline interval, half its width in % of the ratio."""
+    timing = ((results.get("evaluation") or {}).get("timing")) or {}
+    ratio = (timing.get("ratio") or {}).get("first_backup_wall")
+    bar = (timing.get("ratio_interval") or {}).get("first_backup_wall")
+    if not ratio or not bar:
+        return None
+    return round((bar[1] - bar[0]) / 2 / ratio * 100, 2)
 
 
 def one_run(tree: Path, mode: list[str], out: Path) -> tuple[float, Path]:
@@ -183,8 +223,9 @@ def main() -> int:
     parser.add_argument(
         "--modes",
         default=",".join(m.split()[0] for m in DEFAULT_MODES),
-        help="which of untraced, traced, bpftrace, evaluate to measure (comma-separated; "
-        "default untraced,traced)",
+        help="which of untraced, traced, bpftrace, evaluate, hanging to measure "
+        "(comma-separated; default untraced,traced,evaluate,hanging: the four figures issue 25 "
+        "sets goals for, the interval's half-width read from the evaluations)",
     )
     parser.add_argument("--json", type=Path, help="also write the table as JSON here")
     parser.add_argument("--base-args", default="", help="extra lab run arguments, base side")
@@ -204,9 +245,16 @@ def main() -> int:
         }
         try:
             wanted = {w.strip() for w in args.modes.split(",")}
-            for name, mode in MODES.items():
+            hang = (
+                str(hanging_client(trees["head"], Path(tmp) / "hang"))
+                if "hanging" in wanted
+                else ""
+            )
+            for name, template in MODES.items():
                 if name.split()[0] not in wanted or (args.skip_traced and "untraced" not in name):
                     continue
+                mode = [word.replace("{hang}", hang) for word in template]
+                widths: dict[str, list[float]] = {"base": [], "head": []}
                 walls: dict[str, list[float]] = {"base": [], "head": []}
                 added: dict[str, list[float]] = {"base": [], "head": []}
                 uncalibrated: dict[str, int] = {"base": 0, "head": 0}
@@ -226,11 +274,18 @@ def main() -> int:
                         walls[side].append(wall)
                         uncalibrated[side] += bool(not_met)
                         added[side].extend(bpftrace_added_ms(results))
+                        width = half_width_pct(results) if name == "evaluate correct" else None
+                        if width is not None:
+                            widths[side].append(width)
                 row: dict[str, Any] = {side: summary(v) for side, v in walls.items()}
                 row["runs_not_calibrated"] = uncalibrated
                 b, h = row["base"]["median"], row["head"]["median"]
                 row["ratio_head_to_base"] = round(h / b, 3) if b and h else None
                 table[name] = row
+                if any(widths.values()):
+                    table["interval half-width (%), first backup wall"] = {
+                        side: summary(v) for side, v in widths.items()
+                    }
                 if name.split()[0] in ("traced", "bpftrace"):
                     table[f"bpftrace added wall per invocation (ms), {name.split()[0]}"] = {
                         side: summary(v) for side, v in added.items()

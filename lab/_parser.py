@@ -14,6 +14,7 @@ from pathlib import Path
 
 from lab import __version__
 from lab._parser_types import add_shard, complete_path, positive_count, prog_name, size_value
+from lab.evaluate.request import DEFAULT_TIMEOUT_S
 from lab.pipeline import COLLECTOR_CHOICES, PACKET_CHOICES, SANDBOX_CHOICES
 from lab.workloads.backup.fixture import DEFAULT_SIZE
 
@@ -188,7 +189,10 @@ def _add_evaluate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         directory=True,
     )
     ev.add_argument(
-        "--timeout", type=float, default=30.0, help="per-invocation limit, s (default 30)"
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        help=f"per-invocation limit, s (default {DEFAULT_TIMEOUT_S:g})",
     )
     add_jobs(ev)
     ev.add_argument("--skip-calibration", action="store_true", help=argparse.SUPPRESS)

@@ -15,7 +15,7 @@ from typing import Any
 
 from lab.campaign.task import CampaignRequest, Task
 from lab.errors import UsageError
-from lab.evaluate.request import EvaluationRequest
+from lab.evaluate.request import DEFAULT_TIMEOUT_S, EvaluationRequest
 from lab.model.egress import parse_network
 from lab.run.options import check_count, check_run_options
 from lab.workloads.backup.fixture import DEFAULT_SIZE
@@ -27,7 +27,7 @@ EVALUATION_DEFAULTS: dict[str, Any] = {
     "collector": "all",
     "packets": "best-effort",
     "size": DEFAULT_SIZE,
-    "timeout_s": 30.0,
+    "timeout_s": DEFAULT_TIMEOUT_S,
 }
 
 

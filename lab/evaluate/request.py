@@ -18,6 +18,12 @@ from lab.model.evaluation import CandidateKind
 from lab.run.shard import ShardSpec
 from lab.workloads.backup.fixture import DEFAULT_SIZE
 
+#: ``lab evaluate``'s per-invocation limit, seconds. A correct client backs up the default
+#: 512 KiB in about 20 ms here, so 15 s is some 700 times that; a candidate that never exits
+#: costs one limit per condition, at most ``--jobs`` of them at once (4 conditions: two
+#: limits, about 30 s, where 30 s a limit cost 126 s measured on this machine)
+DEFAULT_TIMEOUT_S = 15.0
+
 #: the ``python -m lab evaluate`` option naming each kind of candidate
 KIND_FLAGS: dict[CandidateKind, str] = {
     "patch": "--patch",
@@ -42,7 +48,7 @@ class EvaluationRequest:
     packets: str = "best-effort"
     size: int = DEFAULT_SIZE
     #: per-invocation limit, seconds
-    timeout_s: float = 30.0
+    timeout_s: float = DEFAULT_TIMEOUT_S
     out: Path = Path("artifacts")
     #: build and judge on this host rather than in the lab image
     local: bool = False

@@ -18,24 +18,25 @@ can be shared because both of its attributions survive it:
   whose box ended up with another inode (a copy across file systems) is given a session of
   its own, never the shared one's silence.
 
-Only bpftrace passes run while the session is attached (the phases run one after another),
-so nothing else of the run is slowed by its probes; those passes may overlap one another
-(each invocation is its own cgroup, which is how the session tells them apart). Its raw
-output is kept once, under
-``sessions/bpftrace-<N>/``, and split per invocation exactly as a pass's own session's is
-(``inv<N>/bpftrace.txt``, by cgroup id); "absent ≠ 0" still rests on the session's END
-marker and exit status. Every pass it served records it (``Pass.session``).
+The session attaches while the phase before runs and detaches while the phase after runs
+(``SharedBatch``): those passes pay its probes' predicate, and are never counted. Its raw
+output is kept once, under ``sessions/bpftrace-<N>/``, and split per invocation exactly as
+a pass's own session's is (``inv<N>/bpftrace.txt``, by cgroup id); "absent ≠ 0" still
+rests on the session's END marker and exit status. Every pass it served records it.
 
     results = run_phased(runner, units)     # list[ScenarioResult], in the units' order
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, cast
 
 from lab.collectors.base import CollectorOutput, SessionContext, Window
 from lab.collectors.bpftrace import BpftraceSession
@@ -134,8 +135,8 @@ def run_phase(
         jobs = min(jobs, len(runner.sandbox.slot_users))
     total = len(indexes)
     finished: list[int] = []
-    if jobs == 1:
-        runner.progress(f"pass {collector}: {total} scenario repetition(s), one at a time")
+    at_a_time = "one at a time" if jobs == 1 else f"up to {jobs} at a time"
+    runner.progress(f"pass {collector}: {total} scenario repetition(s), {at_a_time}")
 
     def work(index: int) -> Pass:
         chosen, rep = units[index]
@@ -184,28 +185,62 @@ def _start_order(unit: tuple[Scenario, int]) -> tuple[float, int]:
 
 def run_phased(runner: Runner, units: list[tuple[Scenario, int]]) -> list[ScenarioResult]:
     """Every unit's pass under one collector, then the next collector's; each phase's
-    passes side by side where ``lab.run.schedule`` allows it (``Runner.run_phase``). A unit
-    is finished (``Runner.finish_result``, then ``Runner.on_result``) as soon as its last
-    phase's pass lands, while the others still run."""
+    passes side by side where ``lab.run.schedule`` allows it (``run_phase``). A unit is
+    finished (``Runner.finish_result``, then ``Runner.on_result``) as soon as its last
+    phase's pass lands, while the others still run. A run whose bpftrace passes share one
+    session attaches it while the phase before bpftrace's runs and detaches it while the
+    phase after runs (``SharedBatch``)."""
     passes: list[list[Pass]] = [[] for _ in units]
     results: list[ScenarioResult | None] = [None] * len(units)
     collectors = runner.plan.passes
-    for position, collector in enumerate(collectors):
-        final = position == len(collectors) - 1
+    sharing = shares_sessions(runner)
+    groups = list(batches(units, MAX_SHARED_INVOCATIONS)) if sharing else []
+    early: SharedBatch | None = None  # attached ahead of its phase (one batch only)
+    #: a session detaching during the phase after its own (completed before that phase's
+    #: first pass lands)
+    ending: list[SharedBatch] = []
+    try:
+        for position, collector in enumerate(collectors):
+            final = position == len(collectors) - 1
 
-        def landed(index: int, p: Pass, final: bool = final) -> None:
-            passes[index].append(p)
-            if final:
-                results[index] = _finished(runner, units[index], passes[index])
+            def landed(index: int, p: Pass, final: bool = final) -> None:
+                for shared in ending:
+                    shared.complete()  # the bpftrace passes land before any later one
+                passes[index].append(p)
+                if final:
+                    results[index] = _finished(runner, units[index], passes[index])
 
-        if collector == "bpftrace" and shares_sessions(runner):
-            for batch in batches(units, MAX_SHARED_INVOCATIONS):
-                _shared_batch(runner, units, batch, landed)
-        else:
-            run_phase(runner, units, list(range(len(units))), collector, landed)
+            following = collectors[position + 1] if position + 1 < len(collectors) else None
+            if following == "bpftrace" and len(groups) == 1 and collector != "bpftrace":
+                early = SharedBatch(runner, units, groups[0], passes_into(passes))
+                early.attach()  # while this phase runs
+            if collector == "bpftrace" and sharing:
+                for batch in groups:
+                    shared = early or SharedBatch(runner, units, batch, passes_into(passes))
+                    early = None
+                    shared.attach()
+                    shared.run()
+                    if final or len(groups) > 1:
+                        shared.complete()
+                    else:
+                        ending.append(shared)  # completes as the next phase's first lands
+            else:
+                run_phase(runner, units, list(range(len(units))), collector, landed)
+            if collector != "bpftrace":
+                for shared in ending:
+                    shared.complete()
+                ending.clear()
+    finally:
+        for left in [early, *ending]:
+            if left is not None:
+                left.close()
     done = [r for r in results if r is not None]
     assert len(done) == len(units), "a unit of the run has no result (a lab bug)"
     return done
+
+
+def passes_into(passes: list[list[Pass]]) -> Callable[[int, Pass], None]:
+    return lambda index, p: passes[index].append(p)
 
 
 def _finished(runner: Runner, unit: tuple[Scenario, int], ran: list[Pass]) -> ScenarioResult:
@@ -233,93 +268,182 @@ def _session_dir(run_dir: Path) -> Path:
     return path
 
 
-def _shared_batch(
-    runner: Runner,
-    units: list[tuple[Scenario, int]],
-    batch: list[int],
-    landed: Callable[[int, Pass], None],
-) -> None:
-    sandbox = runner.sandbox
-    assert sandbox is not None  # shares_sessions() checked it
-    reservations: dict[int, Reservation] = {}
-    windows: dict[int, list[Window]] = {}
-    try:
-        for index in batch:
-            chosen, rep = units[index]
-            if chosen.name in runner.skipping:
-                continue  # run_unit_pass records it as skipped
-            held = sandbox.reserve(f"{chosen.name}-r{rep}-bpftrace", invocations=chosen.invocations)
-            reservations[index] = held
-            evidence = runner.base_dir(chosen, rep) / "bpftrace"
-            windows[index] = [
-                Window(
-                    index=k,
-                    out_dir=evidence / f"inv{k}",
-                    cgroup_path=group.v2,
-                    cgroup_id=group.id,
-                )
-                for k, group in sorted(held.groups.items())
-            ]
-        if not windows:
-            # every unit of the batch is skipped (an earlier pass timed out): each says so
-            run_phase(runner, units, batch, "bpftrace", landed)
+class SharedBatch:
+    """One bpftrace session for a batch of bpftrace passes: ``attach`` reserves every
+    pass's cgroups here and starts bpftrace on a thread of its own (it compiles and attaches
+    for about a second, which the phase before may spend running its passes); ``run`` waits
+    for it, runs the passes, and starts the detach on a thread (bpftrace prints its maps
+    once stopped, another second, which the phase after may spend); ``complete`` waits for
+    that, gives each pass its own invocations' outputs (by cgroup id) and lands it. While
+    attached, its probes count only the reserved cgroups: a pass of the phase before or
+    after is never counted (it pays the predicate's comparisons in the kernel)."""
+
+    def __init__(
+        self,
+        runner: Runner,
+        units: list[tuple[Scenario, int]],
+        batch: list[int],
+        landed: Callable[[int, Pass], None],
+    ) -> None:
+        self.runner, self.units, self.batch, self.landed = runner, units, batch, landed
+        self.reservations: dict[int, Reservation] = {}
+        self.windows: dict[int, list[Window]] = {}
+        self.session: BpftraceSession | None = None
+        self.record: SharedSession | None = None
+        self.client: Path | None = None
+        self.error: str | None = None
+        self.ran: dict[int, Pass] = {}
+        self.outputs: dict[int, CollectorOutput] = {}
+        self._attaching = self._detaching = cast(_Background | None, None)
+        self._attached = self._done = False  # attach() and complete() run once each
+
+    def attach(self) -> None:
+        if self._attached:
             return
-        client = sandbox.shared_client(runner.plan.client.resolve())
-        out_dir = _session_dir(runner.run_dir)
-        every = [w for index in batch for w in windows.get(index, [])]
-        record = SharedSession(
-            collector="bpftrace",
-            directory=str(out_dir.relative_to(runner.run_dir)),
-            passes=len(windows),
-            invocations=len(every),
-        )
-        scope = f"{len(windows)} passes ({len(every)} invocations)"
-        session = BpftraceSession(scope=scope)
-        error: str | None = None
-        runner.progress(f"pass bpftrace: one bpftrace session for {scope}; attaching")
+        self._attached = True
+        runner, sandbox = self.runner, self.runner.sandbox
+        assert sandbox is not None  # shares_sessions() checked it
+        try:
+            for index in self.batch:
+                chosen, rep = self.units[index]
+                if chosen.name in runner.skipping:
+                    continue  # run_unit_pass records it as skipped
+                held = sandbox.reserve(
+                    f"{chosen.name}-r{rep}-bpftrace", invocations=chosen.invocations
+                )
+                self.reservations[index] = held
+                evidence = runner.base_dir(chosen, rep) / "bpftrace"
+                self.windows[index] = [
+                    Window(index=k, out_dir=evidence / f"inv{k}", cgroup_path=group.v2,
+                           cgroup_id=group.id)
+                    for k, group in sorted(held.groups.items())
+                ]  # fmt: skip
+            if not self.windows:
+                return  # every unit of the batch is skipped: no session
+            self.client = sandbox.shared_client(runner.plan.client.resolve())
+            out_dir = _session_dir(runner.run_dir)
+            every = [w for index in self.batch for w in self.windows.get(index, [])]
+            self.record = SharedSession(
+                collector="bpftrace",
+                directory=str(out_dir.relative_to(runner.run_dir)),
+                passes=len(self.windows),
+                invocations=len(every),
+            )
+            scope = f"{len(self.windows)} passes ({len(every)} invocations)"
+            self.session = BpftraceSession(scope=scope)
+            runner.progress(f"pass bpftrace: one bpftrace session for {scope}; attaching")
+            context = SessionContext(
+                run_dir=runner.run_dir,
+                out_dir=out_dir,
+                client_path=self.client,
+                log=runner.log,
+                windows=every,
+            )
+            self._attaching = _Background(lambda: self._start(context))
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, context: SessionContext) -> None:
+        assert self.session is not None and self.record is not None
         t0 = time.monotonic()
         try:
-            session.start(
-                SessionContext(
-                    run_dir=runner.run_dir,
-                    out_dir=out_dir,
-                    client_path=client,
-                    log=runner.log,
-                    windows=every,
-                )
-            )
-            record.attach_s = time.monotonic() - t0
-            runner.progress(f"    bpftrace attached in {record.attach_s:.1f} s")
+            self.session.start(context)
+            self.record.attach_s = time.monotonic() - t0
         except LabError as exc:
             # a tracer that cannot attach fails its own passes, never the run
-            error = f"bpftrace could not start: {exc}"
-            runner.progress(f"    {error}")
-        outputs: dict[int, CollectorOutput] = {}
-        ran: dict[int, Pass] = {}
+            self.error = f"bpftrace could not start: {exc}"
+
+    def run(self) -> None:
+        runner = self.runner
+        if self.session is None:
+            # every unit of the batch is skipped (an earlier pass timed out): each says so
+            run_phase(runner, self.units, self.batch, "bpftrace", self.ran.__setitem__)
+            return
+        assert self._attaching is not None and self.record is not None
+        self._attaching.join()
+        if self.error is not None:
+            runner.progress(f"    {self.error}")
+        else:
+            runner.progress(f"    bpftrace attached in {self.record.attach_s or 0:.1f} s")
 
         def slot(index: int) -> SharedSlot | None:
-            held_by = reservations.get(index)
-            return SharedSlot(record, client, held_by, error) if held_by is not None else None
+            held_by = self.reservations.get(index)
+            if held_by is None or self.record is None or self.client is None:
+                return None
+            return SharedSlot(self.record, self.client, held_by, self.error)
 
         try:
-            # the session's passes may overlap: its probes tell invocations apart by cgroup
-            run_phase(runner, units, batch, "bpftrace", ran.__setitem__, shared=slot)
+            # its passes may overlap: its probes tell invocations apart by cgroup
+            run_phase(runner, self.units, self.batch, "bpftrace", self.ran.__setitem__, shared=slot)
         finally:
-            t1 = time.monotonic()
-            outputs = session.stop_by_cgroup()
-            if record.attach_s is not None:
-                record.stop_s = time.monotonic() - t1
-                runner.progress(f"    bpftrace stopped in {record.stop_s:.1f} s")
-        for index in batch:
-            p = ran[index]
-            if p.session is record:  # not skipped, nor given a session of its own
-                by_index = {
-                    w.index: outputs[w.cgroup_id]
-                    for w in windows[index]
-                    if w.cgroup_id is not None and w.cgroup_id in outputs
-                }
-                runner.attach_outputs(p, {"bpftrace": by_index})
-            landed(index, p)
-    finally:
-        for held in reservations.values():
+            self._detaching = _Background(self._stop)
+
+    def _stop(self) -> None:
+        assert self.session is not None and self.record is not None
+        t1 = time.monotonic()
+        self.outputs = self.session.stop_by_cgroup()
+        if self.record.attach_s is not None:
+            self.record.stop_s = time.monotonic() - t1
+
+    def complete(self) -> None:
+        """Wait for the detach, attach each pass's outputs and land it (once)."""
+        if self._done:
+            return
+        self._done = True
+        try:
+            if self._detaching is not None:
+                self._detaching.join()
+                if self.record is not None and self.record.stop_s is not None:
+                    self.runner.progress(f"    bpftrace stopped in {self.record.stop_s:.1f} s")
+            for index in self.batch:
+                p = self.ran[index]
+                if self.record is not None and p.session is self.record:
+                    by_index = {
+                        w.index: self.outputs[w.cgroup_id]
+                        for w in self.windows[index]
+                        if w.cgroup_id is not None and w.cgroup_id in self.outputs
+                    }
+                    self.runner.attach_outputs(p, {"bpftrace": by_index})
+                self.landed(index, p)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """However the run ends: bpftrace stopped, its threads joined, every reserved
+        cgroup no cell took removed."""
+        for work in (self._attaching, self._detaching):
+            if work is not None:
+                work.join(raise_error=False)
+        if self._detaching is None and self.session is not None and self._attaching is not None:
+            with contextlib.suppress(Exception):
+                self.session.stop_by_cgroup()  # attached, but its phase never ran
+        for held in self.reservations.values():
             held.release()
+        self.reservations.clear()
+
+
+class _Background:
+    """``work`` on a thread, in a copy of this thread's context (the processes it starts
+    belong to the run's process scope, ``lab.host.live``, so stopping the run stops them);
+    ``join`` re-raises what it raised."""
+
+    def __init__(self, work: Callable[[], None]) -> None:
+        self.error: BaseException | None = None
+        context = contextvars.copy_context()
+        self.thread = threading.Thread(
+            target=context.run, args=(self._run, work), name="lab-bpftrace-session", daemon=True
+        )
+        self.thread.start()
+
+    def _run(self, work: Callable[[], None]) -> None:
+        try:
+            work()
+        except BaseException as exc:  # re-raised on the joining thread
+            self.error = exc
+
+    def join(self, *, raise_error: bool = True) -> None:
+        self.thread.join()
+        error, self.error = self.error, None
+        if error is not None and raise_error:
+            raise error

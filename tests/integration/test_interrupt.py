@@ -61,7 +61,7 @@ def survivors(session: int, before: set[int], out: Path) -> list[str]:
 def test_sigterm_mid_pass_stops_everything_and_marks_the_run(client: Path, tmp_path: Path) -> None:
     status = StraceCollector.probe()
     require("strace", status.available, status.reason)
-    # the first traced pass (traced passes run alone, after the overlapping untraced ones)
+    # as the strace phase begins (after every untraced pass)
     interrupt(LAB_RUN, "pass strace: ", 1.0, tmp_path)
 
 

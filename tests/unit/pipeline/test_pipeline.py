@@ -196,3 +196,10 @@ def test_archived_files_lists_every_file_but_the_reports(tmp_path: Path) -> None
     for row in rows:
         assert row.size == len(files[row.path])
         assert row.sha256 == hashlib.sha256(files[row.path]).hexdigest()
+
+
+def test_the_signing_key_variable_is_spelled_as_the_signer_reads_it() -> None:
+    from lab.evidence.signing import KEY_ENV
+    from lab.pipeline.prepare import SIGNING_KEY_ENV
+
+    assert SIGNING_KEY_ENV == KEY_ENV

@@ -6,6 +6,7 @@ pass it would have served, and no session at all for a batch whose units are all
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, ClassVar, cast
@@ -60,18 +61,24 @@ class FakeSandbox:
 class FakeSession:
     started: ClassVar[list[SessionContext]] = []
     fail: ClassVar[bool] = False
+    attach_s: ClassVar[float] = 0.0
+    starts: ClassVar[list[float]] = []
+    stops: ClassVar[list[float]] = []
 
     def __init__(self, *, scope: str) -> None:
         self.scope = scope
         self.ctx: SessionContext | None = None
 
     def start(self, ctx: SessionContext) -> None:
+        FakeSession.starts.append(time.monotonic())
+        time.sleep(FakeSession.attach_s)
         if FakeSession.fail:
             raise CollectorError("bpftrace could not attach its probes: no BTF.")
         self.ctx = ctx
         FakeSession.started.append(ctx)
 
     def stop_by_cgroup(self) -> dict[int, CollectorOutput]:
+        FakeSession.stops.append(time.monotonic())
         if self.ctx is None:
             return {}
         return {
@@ -145,9 +152,21 @@ def _into(passes: list[list[Pass]]) -> Any:
     return lambda index, p: passes[index].append(p)
 
 
+def _shared_batch(runner: Any, units: Any, batch: list[int], landed: Any) -> None:
+    """One shared batch from attach to complete, as ``run_phased`` drives it."""
+    shared = phases.SharedBatch(runner, units, batch, landed)
+    try:
+        shared.attach()
+        shared.run()
+        shared.complete()
+    finally:
+        shared.close()
+
+
 @pytest.fixture(autouse=True)
 def fake_session(monkeypatch: pytest.MonkeyPatch) -> None:
-    FakeSession.started, FakeSession.fail = [], False
+    FakeSession.started, FakeSession.fail, FakeSession.attach_s = [], False, 0.0
+    FakeSession.starts, FakeSession.stops = [], []
     monkeypatch.setattr(phases, "BpftraceSession", FakeSession)
 
 
@@ -155,7 +174,7 @@ def test_one_session_serves_the_batch_and_each_pass_gets_its_own_cgroups(tmp_pat
     runner = FakeRunner(tmp_path)
     units = _units("alpha", "beta")
     passes: list[list[Pass]] = [[], []]
-    phases._shared_batch(cast(Any, runner), units, [0, 1], _into(passes))
+    _shared_batch(cast(Any, runner), units, [0, 1], _into(passes))
     [ctx] = FakeSession.started
     assert [w.cgroup_id for w in ctx.windows] == [101, 102, 103, 104]
     assert ctx.client_path == runner.sandbox.client
@@ -176,7 +195,7 @@ def test_a_session_that_cannot_start_fails_every_pass_and_frees_their_cgroups(
     FakeSession.fail = True
     runner = FakeRunner(tmp_path)
     passes: list[list[Pass]] = [[], []]
-    phases._shared_batch(cast(Any, runner), _units("alpha", "beta"), [0, 1], _into(passes))
+    _shared_batch(cast(Any, runner), _units("alpha", "beta"), [0, 1], _into(passes))
     for ran in (passes[0][0], passes[1][0]):
         assert ran.error is not None and ran.error.startswith("bpftrace could not start:")
         assert ran.session is not None and ran.session.attach_s is None
@@ -189,7 +208,7 @@ def test_skipped_units_get_no_cgroups_and_an_all_skipped_batch_no_session(
 ) -> None:
     runner = FakeRunner(tmp_path, skipping={"alpha": "skipped: timed out"})
     passes: list[list[Pass]] = [[], []]
-    phases._shared_batch(cast(Any, runner), _units("alpha", "beta"), [0, 1], _into(passes))
+    _shared_batch(cast(Any, runner), _units("alpha", "beta"), [0, 1], _into(passes))
     assert passes[0][0].skipped == "skipped: timed out" and runner.slots[0] is None
     [ctx] = FakeSession.started
     assert len(ctx.windows) == 2  # beta's only
@@ -197,7 +216,7 @@ def test_skipped_units_get_no_cgroups_and_an_all_skipped_batch_no_session(
     FakeSession.started = []
     runner = FakeRunner(tmp_path / "two", skipping={"alpha": "x", "beta": "y"})
     passes = [[], []]
-    phases._shared_batch(cast(Any, runner), _units("alpha", "beta"), [0, 1], _into(passes))
+    _shared_batch(cast(Any, runner), _units("alpha", "beta"), [0, 1], _into(passes))
     assert FakeSession.started == [] and not (tmp_path / "two" / "sessions").exists()
     assert [p[0].skipped for p in passes] == ["x", "y"]
 
@@ -210,6 +229,34 @@ def test_a_reservation_no_cell_took_is_removed(tmp_path: Path) -> None:
 
     runner.run_unit_pass = interrupted  # type: ignore[method-assign]
     with pytest.raises(KeyboardInterrupt):
-        phases._shared_batch(cast(Any, runner), _units("alpha", "beta"), [0, 1], _into([[], []]))
+        _shared_batch(cast(Any, runner), _units("alpha", "beta"), [0, 1], _into([[], []]))
     assert len(runner.sandbox.groups) == 4
     assert all(group.removed for group in runner.sandbox.groups)
+
+
+def test_the_session_attaches_during_the_phase_before_and_stops_during_the_phase_after(
+    tmp_path: Path,
+) -> None:
+    FakeSession.attach_s = 0.2
+    runner = FakeRunner(tmp_path)
+    runner.plan.passes = ["none", "bpftrace", "perf"]
+    spans: dict[str, list[float]] = {}
+    plain = runner.run_unit_pass
+
+    def timed(scenario: Scenario, rep: int, collector_name: str, *, shared: Any = None) -> Pass:
+        spans.setdefault(collector_name, []).append(time.monotonic())
+        time.sleep(0.05)
+        p = plain(scenario, rep, collector_name, shared=shared)
+        spans[collector_name].append(time.monotonic())
+        return p
+
+    runner.run_unit_pass = timed  # type: ignore[method-assign]
+    runner.new_result = lambda s, r: ScenarioResult(s.name, r, "", "", passes=[])  # type: ignore[method-assign]
+    results = phases.run_phased(cast(Any, runner), _units("alpha", "beta"))
+    [start], [stop] = FakeSession.starts, FakeSession.stops
+    assert start < max(spans["none"])  # attaching while the untraced passes ran
+    assert stop < max(spans["perf"])  # stopping while the perf passes ran
+    for r in results:  # every unit's passes in phase order, bpftrace's outputs attached
+        assert [p.collector for p in r.passes] == ["none", "bpftrace", "perf"]
+        assert r.passes[1].skipped is not None and r.passes[1].skipped.startswith("attached:")
+    assert all(held.taken for held in runner.sandbox.reserved)

@@ -358,3 +358,23 @@ def test_an_unusable_store_is_answered_and_recorded(tight: Receiver) -> None:
     tight.wait_idle()
     s = tight.summary(1, held_at_start=False)
     assert s.upload_attempts == 1 and s.decisions == ["internal"] and not s.committed
+
+
+def test_the_descriptor_cap_is_shared_by_every_pass_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With N passes serving at once (--jobs), each endpoint may hold 1/(2N) of what the
+    soft RLIMIT_NOFILE leaves, so that a flood in one pass cannot take another's sockets."""
+    import resource
+
+    from lab.workloads.backup import endpoint
+
+    monkeypatch.setattr(resource, "getrlimit", lambda _which: (4352, 4352))
+    monkeypatch.setattr(resource, "setrlimit", lambda *_a: None)
+    try:
+        endpoint.passes_at_once(1)
+        assert endpoint._connection_cap(1024) == 1024  # (4352 - 256) // 2 = 2048
+        endpoint.passes_at_once(4)
+        assert endpoint._connection_cap(1024) == (4352 - endpoint.FD_RESERVE) // 8
+    finally:
+        endpoint.passes_at_once(1)

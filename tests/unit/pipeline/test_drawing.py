@@ -1,0 +1,117 @@
+"""The PDF drawer (lab.pipeline.drawing): forked before any thread, it draws the very bytes
+the lab draws itself, says a LabError it met as the same kind and sentence, and a drawer
+that is gone leaves the PDF to the lab. Each case runs in a fresh interpreter, so that no
+thread of the test session stops the fork."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+SAMPLE = ROOT / "tests" / "assets" / "reports" / "sample-results.json"
+
+PRELUDE = f"""
+import json, sys
+from pathlib import Path
+from lab.model import RunResult
+from lab.pipeline import drawing
+run = RunResult.from_dict(json.loads(Path({str(SAMPLE)!r}).read_text()))
+out = Path(sys.argv[1])
+"""
+
+
+def _python(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", PRELUDE + code, str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_drawer_draws_the_bytes_the_lab_draws(tmp_path: Path) -> None:
+    done = _python(
+        """
+with drawing.drawer() as pdf:
+    assert pdf is not None, "no drawer was forked"
+    pdf.draw(run, out / "drawer.pdf", files=None, timeline=None).wait()
+    assert pdf.process.is_alive()
+drawing.draw_here(run, out / "here.pdf", files=None, timeline=None)
+print("ok")
+""",
+        tmp_path,
+    )
+    assert done.stdout.strip() == "ok", done.stderr
+    drawn = (tmp_path / "drawer.pdf").read_bytes()
+    assert drawn.startswith(b"%PDF") and drawn == (tmp_path / "here.pdf").read_bytes()
+
+
+def test_a_lab_error_in_the_drawer_is_raised_as_itself(tmp_path: Path) -> None:
+    done = _python(
+        """
+from lab.errors import ToolMissingError
+from lab.reports import fonts
+
+def missing(directory=None):
+    raise ToolMissingError("The PDF report embeds the font DejaVuSans.ttf: install it.")
+
+fonts.register = missing          # before the fork: the drawer inherits it
+with drawing.drawer() as pdf:
+    try:
+        pdf.draw(run, out / "x.pdf", files=None, timeline=None).wait()
+    except ToolMissingError as exc:
+        print("raised", type(exc).__name__, exc)
+""",
+        tmp_path,
+    )
+    assert done.stdout.startswith("raised ToolMissingError The PDF report embeds"), done.stderr
+    assert not (tmp_path / "x.pdf").exists()
+
+
+def test_a_bug_in_the_drawer_is_drawn_again_here_and_raised_as_itself(tmp_path: Path) -> None:
+    done = _python(
+        """
+with drawing.drawer() as pdf:
+    pdf.conn.send({"result": {}, "out": str(out / "x.pdf"), "files": None, "timeline": None})
+    kind, name, _ = pdf.conn.recv()
+print(kind, name)
+""",
+        tmp_path,
+    )
+    # a results document that is not one is the lab's own bug: the drawer says "bug", and
+    # Job.wait then draws the PDF itself, where the error is raised with its traceback
+    assert done.stdout.split() == ["bug", "ValueError"], done.stderr
+
+
+def test_a_drawer_that_is_gone_leaves_the_pdf_to_the_lab(tmp_path: Path) -> None:
+    done = _python(
+        """
+with drawing.drawer() as pdf:
+    pdf.process.kill()
+    pdf.process.join(5)
+    pdf.draw(run, out / "drawn.pdf", files=None, timeline=None).wait()
+print("ok")
+""",
+        tmp_path,
+    )
+    assert done.stdout.strip() == "ok", done.stderr
+    assert (tmp_path / "drawn.pdf").read_bytes().startswith(b"%PDF")
+    assert "Traceback" not in done.stderr
+
+
+def test_an_error_ending_the_run_early_leaves_no_traceback_of_the_drawer(tmp_path: Path) -> None:
+    done = _python(
+        """
+from lab.errors import ClientError
+try:
+    with drawing.drawer() as pdf:
+        raise ClientError("the client binary does not exist")
+except ClientError:
+    print("ok")
+""",
+        tmp_path,
+    )
+    assert done.stdout.strip() == "ok" and done.stderr == "", done.stderr
