@@ -167,7 +167,12 @@ class BpftraceSession(SessionCollector):
                 return
             if not self._bg.alive():
                 done = self._bg.stop()
-                why = _stderr_excerpt(err) or f"exit status {done.exit_status}"
+                ended = (
+                    f"killed by signal {done.killed_by_signal}"
+                    if done.killed_by_signal is not None
+                    else f"exit status {done.exit_status}"
+                )
+                why = _stderr_excerpt(err) or ended
                 raise CollectorError(f"bpftrace could not attach its probes: {why}")
             time.sleep(0.02)
         self._bg.stop()

@@ -199,33 +199,36 @@ def run_phased(runner: Runner, units: list[tuple[Scenario, int]]) -> list[Scenar
     #: a session detaching during the phase after its own (completed before that phase's
     #: first pass lands)
     ending: list[SharedBatch] = []
+
+    def landing(final: bool) -> Callable[[int, Pass], None]:
+        def landed(index: int, p: Pass) -> None:
+            for shared in ending:
+                shared.complete()  # the bpftrace passes land before any later one
+            passes[index].append(p)
+            if final:
+                results[index] = _finished(runner, units[index], passes[index])
+
+        return landed
+
+    last, every = len(collectors) - 1, list(range(len(units)))
     try:
         for position, collector in enumerate(collectors):
-            final = position == len(collectors) - 1
-
-            def landed(index: int, p: Pass, final: bool = final) -> None:
-                for shared in ending:
-                    shared.complete()  # the bpftrace passes land before any later one
-                passes[index].append(p)
-                if final:
-                    results[index] = _finished(runner, units[index], passes[index])
-
-            following = collectors[position + 1] if position + 1 < len(collectors) else None
+            following = collectors[position + 1] if position < last else None
             if following == "bpftrace" and len(groups) == 1 and collector != "bpftrace":
-                early = SharedBatch(runner, units, groups[0], passes_into(passes))
+                early = SharedBatch(runner, units, groups[0], landing(position + 1 == last))
                 early.attach()  # while this phase runs
             if collector == "bpftrace" and sharing:
                 for batch in groups:
-                    shared = early or SharedBatch(runner, units, batch, passes_into(passes))
+                    shared = early or SharedBatch(runner, units, batch, landing(position == last))
                     early = None
                     shared.attach()
                     shared.run()
-                    if final or len(groups) > 1:
+                    if position == last or len(groups) > 1:
                         shared.complete()
                     else:
                         ending.append(shared)  # completes as the next phase's first lands
             else:
-                run_phase(runner, units, list(range(len(units))), collector, landed)
+                run_phase(runner, units, every, collector, landing(position == last))
             if collector != "bpftrace":
                 for shared in ending:
                     shared.complete()
@@ -237,10 +240,6 @@ def run_phased(runner: Runner, units: list[tuple[Scenario, int]]) -> list[Scenar
     done = [r for r in results if r is not None]
     assert len(done) == len(units), "a unit of the run has no result (a lab bug)"
     return done
-
-
-def passes_into(passes: list[list[Pass]]) -> Callable[[int, Pass], None]:
-    return lambda index, p: passes[index].append(p)
 
 
 def _finished(runner: Runner, unit: tuple[Scenario, int], ran: list[Pass]) -> ScenarioResult:

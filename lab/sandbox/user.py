@@ -80,6 +80,18 @@ class ClientUser:
         user.check()
         return user
 
+    @classmethod
+    def family(cls, name: str | None = None) -> list[ClientUser]:
+        """The client user and its slot users (``<name>-2``, ``<name>-3``, …: one per pass
+        that may run at once, ``Sandbox.use_slots``) that exist on this machine."""
+        base = name or default_name()
+        found = []
+        for entry in pwd.getpwall():
+            suffix = entry.pw_name[len(base) + 1 :]
+            if entry.pw_name == base or (entry.pw_name.startswith(f"{base}-") and suffix.isdigit()):
+                found.append(cls(entry.pw_name, entry.pw_uid, entry.pw_gid))
+        return sorted(found, key=lambda u: (len(u.name), u.name))
+
     def check(self) -> None:
         """Refuse a uid that is root, or that any other account or running process shares."""
         if self.uid == 0 or self.gid == 0:

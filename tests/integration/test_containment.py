@@ -23,7 +23,7 @@ import pytest
 from lab.collectors.bpftrace import BpftraceSession
 from lab.model import ScenarioResult
 from lab.pipeline import RunOutcome, RunRequest, execute
-from lab.sandbox.user import default_name
+from lab.sandbox.user import ClientUser, default_name
 from tests.conftest import ROOT, require
 
 pytestmark = pytest.mark.usefixtures("sandbox_ready")
@@ -81,8 +81,9 @@ def events(outcome: RunOutcome, invocation: int = 1) -> list[dict[str, object]]:
 def client_processes() -> list[str]:
     """Processes of the sandbox's user still running anywhere on the machine (a zombie has
     exited; it only waits for init to reap it)."""
+    names = ",".join(u.name for u in ClientUser.family()) or CLIENT_USER
     done = subprocess.run(
-        ["ps", "-u", CLIENT_USER, "-o", "pid=,stat=,comm="], capture_output=True, text=True
+        ["ps", "-u", names, "-o", "pid=,stat=,comm="], capture_output=True, text=True
     )
     rows = [line.split(None, 2) for line in done.stdout.splitlines() if line.strip()]
     return [" ".join(r) for r in rows if not r[1].startswith("Z")]

@@ -20,7 +20,7 @@ import pytest
 
 from lab.collectors.bpftrace import BpftraceSession
 from lab.collectors.strace import StraceCollector
-from lab.sandbox.user import default_name
+from lab.sandbox.user import ClientUser, default_name
 from tests.conftest import ROOT, require
 
 pytestmark = pytest.mark.usefixtures("sandbox_ready")
@@ -54,6 +54,7 @@ def survivors(session: int, before: set[int], out: Path) -> list[str]:
         f"{pid} {user} {comm} {args}"
         for pid, sid, user, comm, args in processes()
         if user == CLIENT_USER
+        or user in {u.name for u in ClientUser.family()}
         or (pid not in before and comm in WATCHED and (sid == session or str(out) in args))
     ]
 

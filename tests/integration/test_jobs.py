@@ -38,7 +38,8 @@ def test_untraced_passes_overlap_and_calibrate(client: Path, tmp_path: Path) -> 
     assert all(s["error"] is None for s in results["scenarios"])
     record = results["concurrency"]
     assert record["jobs"] == record["jobs_requested"] == 2
-    assert record["overlapping"] == ["none"] and record["why_sequential"] is None
+    assert record["overlapping"] == ["none", "strace", "bpftrace", "perf"]
+    assert record["why_sequential"] is None
     flags = [p["concurrent"] for s in results["scenarios"] for p in s["passes"]]
     assert record["concurrent_passes"] == sum(flags) >= 2
 

@@ -35,8 +35,8 @@ def processes_mentioning(text: str) -> list[tuple[int, str]]:
 
 
 def client_processes() -> list[int]:
-    user = ClientUser.lookup()
-    return user.processes() if user is not None else []
+    """Processes of the client user or any of its slot users (one per pass at once)."""
+    return [pid for user in ClientUser.family() for pid in user.processes()]
 
 
 def children_of(parent: int) -> list[tuple[int, str]]:
@@ -62,11 +62,19 @@ def test_tracer_killed_mid_run_is_recorded_and_scenario_still_judged(
     require("bpftrace", status.available, status.reason)
     killed: list[int] = []
 
+    def attached() -> bool:
+        # the session attaches while the untraced pass runs: kill it once it observes
+        return any(
+            "Attaching" in out.read_text(errors="replace")
+            for out in tmp_path.glob("*/sessions/bpftrace-*/bpftrace.txt")
+        )
+
     def assassin() -> None:
-        # Kill the pass's bpftrace session once a client is running (spinning in busy_wait).
+        # Kill the bpftrace session once it is attached and a client is running (spinning in
+        # busy_wait, its bpftrace pass or the untraced one beside the attach).
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not killed:
-            if client_processes():
+            if client_processes() and attached():
                 for pid, comm in processes_mentioning(str(tmp_path)):
                     if comm == "bpftrace":
                         os.kill(pid, signal.SIGKILL)

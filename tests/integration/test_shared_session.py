@@ -101,10 +101,10 @@ def test_a_pass_with_another_inode_gets_a_session_of_its_own(
     # every box gets a copy instead of the shared inode: the shared session's uprobes would
     # see none of the client's functions, so no pass may take its counts
     prelude = (
-        "import os, lab.sandbox as box\n"
+        "import os, lab.sandbox.cell as cell\n"
         "def refuse(*a, **k):\n"
         "    raise OSError(18, 'Invalid cross-device link')\n"
-        "box.os.link = refuse\n"
+        "cell.os.link = refuse\n"
     )
     results = _run(tmp_path / "out", prelude=prelude)
     run_dir = Path(results["_dir"])
