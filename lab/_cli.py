@@ -53,18 +53,27 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         run_id=args.run_id,
         jobs=args.jobs,
     )
-    outcome = execute(request, say=lambda msg: human.print(msg, highlight=False))
+    shown: list[bool] = []
+
+    def verdict(result: Any) -> None:  # printed while the PDF is drawn
+        print_summary(result, human)
+        shown.append(True)
+
+    outcome = execute(request, say=lambda msg: human.print(msg, highlight=False), judged=verdict)
     status = 0 if outcome.result.calibrated else 1
     try:
-        _print_run(args, outcome, human)
+        _print_run(args, outcome, human, summary=not shown)
     except KeyboardInterrupt:
         # the run finished (and its archive, if any, is whole): not an interrupted run
         human.print(f"The run had finished before the interrupt: {outcome.run_dir}")
     return status
 
 
-def _print_run(args: argparse.Namespace, outcome: Any, human: Console) -> None:
-    print_summary(outcome.result, human)
+def _print_run(
+    args: argparse.Namespace, outcome: Any, human: Console, *, summary: bool = True
+) -> None:
+    if summary:
+        print_summary(outcome.result, human)
     human.print(f"Run directory: {outcome.run_dir}")
     if outcome.archive is not None:
         print_archive(outcome.archive, human)

@@ -79,14 +79,25 @@ class RunOutcome:
     archive: ArchiveInfo | None
 
 
-def execute(request: RunRequest, *, say: Callable[[str], None]) -> RunOutcome:
+def execute(
+    request: RunRequest,
+    *,
+    say: Callable[[str], None],
+    judged: Callable[[RunResult], None] | None = None,
+) -> RunOutcome:
+    """``judged``: called with the judged results while the PDF is drawn (the CLI prints
+    the verdict there, before the archive exists)."""
     # the PDF's drawer is forked first, before any thread of the run exists
     with drawer() as pdf:
-        return _execute(request, say=say, drawer=pdf)
+        return _execute(request, say=say, drawer=pdf, judged=judged)
 
 
 def _execute(
-    request: RunRequest, *, say: Callable[[str], None], drawer: Drawer | None
+    request: RunRequest,
+    *,
+    say: Callable[[str], None],
+    drawer: Drawer | None,
+    judged: Callable[[RunResult], None] | None,
 ) -> RunOutcome:
     client = request.client or resources.native_client()
     check_run_options(
@@ -150,6 +161,7 @@ def _execute(
         result.concurrency = concurrency.to_dict(overlapped)
         prepared.close()
         stage = "while the reports were written or the archive signed"
+        judged_now = result
         archive = finish(
             result,
             run_dir,
@@ -157,6 +169,7 @@ def _execute(
             started_epoch=started_epoch,
             say=say,
             drawer=drawer,
+            meanwhile=None if judged is None else (lambda: judged(judged_now)),
         )
     except KeyboardInterrupt as exc:
         with contextlib.suppress(Exception):

@@ -162,11 +162,13 @@ def finish(
     say: Callable[[str], None],
     dependencies: list[dict[str, Any]] | None = None,
     drawer: Drawer | None = None,
+    meanwhile: Callable[[], None] | None = None,
 ) -> ArchiveInfo | None:
     """Report, then seal: results.json and the reports, and (with a signer) the signed
     archive; ``dependencies`` are further inputs the provenance names (a merge's shards);
-    ``drawer``: the run's PDF drawer (``lab.pipeline.drawing``), or None to draw here."""
-    report(result, run_dir, say=say, drawer=drawer)
+    ``drawer``: the run's PDF drawer (``lab.pipeline.drawing``), or None to draw here;
+    ``meanwhile``: what the caller does while the drawer draws (print the verdict)."""
+    report(result, run_dir, say=say, drawer=drawer, meanwhile=meanwhile)
     if signer is None:
         return None
     return seal(
@@ -180,7 +182,12 @@ def finish(
 
 
 def report(
-    result: RunResult, run_dir: Path, *, say: Callable[[str], None], drawer: Drawer | None = None
+    result: RunResult,
+    run_dir: Path,
+    *,
+    say: Callable[[str], None],
+    drawer: Drawer | None = None,
+    meanwhile: Callable[[], None] | None = None,
 ) -> None:
     """Report: ``results.json`` (validated), ``report.md``, ``report.pdf`` and ``report.html``.
     With a ``drawer`` the PDF is drawn in its process while this one writes the others."""
@@ -201,6 +208,8 @@ def report(
     rows = timeline_rows(timeline)
     html = render_html(result, files=files, timeline=rows)
     (run_dir / "report.html").write_text(html, encoding="utf-8")
+    if meanwhile is not None:
+        meanwhile()
     if job is not None:
         job.wait()
     else:
