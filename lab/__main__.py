@@ -1,5 +1,6 @@
-"""``python -m lab``: the command line, :func:`lab._cli.main`."""
+"""``python -m lab``: the command line, :func:`lab._cli.main` (through ``run``, which ends the
+process once it returns)."""
 
-from lab._cli import main
+from lab._cli import run
 
-raise SystemExit(main())
+run()

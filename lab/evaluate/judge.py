@@ -186,7 +186,7 @@ def _execute(
     jobs = default_jobs() if request.jobs is None else request.jobs
     check_count(jobs, "--jobs", MAX_JOBS)
     run_dir = open_run(prepared, request.out, run_id, sandbox="required", jobs=jobs)
-    warm_imports()
+    prepared.later.add(warm_imports)
     try:
         return _evaluate(
             request, prepared, frozen, (run_id, part), run_dir, conditions, calibration, say, pdf

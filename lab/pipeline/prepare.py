@@ -13,6 +13,7 @@ import contextlib
 import os
 import secrets
 import shutil
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -65,8 +66,9 @@ class Setup:
     """What every run needs before its first pass: observers, passes, the signer.
 
     The machine's facts (tool versions: eight commands) and an ephemeral signing key are
-    made on a thread of their own while the first passes start (``facts_later`` and
-    ``signer_later``); reading ``facts`` or ``signer`` waits for them. A key named by
+    made on threads of their own once the first pass has begun (``later``: the run's
+    critical path, from the command to its longest pass, is then not slowed by them);
+    reading ``facts`` or ``signer`` starts them if nothing did and waits. A key named by
     ``LAB_SIGNING_KEY`` is read before anything runs, so that a bad one stops the run at
     once with its sentence."""
 
@@ -76,6 +78,9 @@ class Setup:
     facts_later: Future[dict[str, Any]]
     actions: list[str]
     signer_later: Future[Signer | None]
+    #: what is made beside the passes, started by ``later.begin()`` (the runner calls it
+    #: as its first pass begins)
+    later: Later = field(default_factory=lambda: Later())
     #: the run's sandbox; None with --sandbox off
     sandbox: Sandbox | None = None
     #: what results.json records of it
@@ -89,15 +94,55 @@ class Setup:
 
     @property
     def facts(self) -> dict[str, Any]:
+        self.later.begin()
         return self.facts_later.result()
 
     @property
     def signer(self) -> Signer | None:
+        self.later.begin()
         return self.signer_later.result()
 
     def close(self) -> None:
         if self.sandbox is not None:
             self.sandbox.close()
+
+
+class Later:
+    """Work held until ``begin()``, then run on two threads; each ``add`` returns the future
+    of its result (``begin`` is idempotent and safe from any thread)."""
+
+    def __init__(self) -> None:
+        self._work: list[tuple[Callable[[], Any], Future[Any]]] = []
+        self._lock = threading.Lock()
+        self._begun = False
+
+    def add(self, work: Callable[[], Any]) -> Future[Any]:
+        future: Future[Any] = Future()
+        with self._lock:
+            self._work.append((work, future))
+            begun = self._begun
+        if begun:
+            _settle(work, future)
+        return future
+
+    def begin(self) -> None:
+        with self._lock:
+            if self._begun:
+                return
+            self._begun = True
+            work, self._work = self._work, []
+        if work:
+            pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="lab-setup")
+            for fn, future in work:
+                pool.submit(_settle, fn, future)
+            pool.shutdown(wait=False)
+
+
+def _settle(work: Callable[[], Any], future: Future[Any]) -> None:
+    try:
+        future.set_result(work())
+    except BaseException as exc:  # raised where the result is read
+        future.set_exception(exc)
 
 
 def done(value: Any) -> Future[Any]:
@@ -170,8 +215,8 @@ def setup(collector: str, packets: str, *, archive: bool, say: Callable[[str], N
     # a run may reuse this boot's earlier proof of bpftrace and perf (lab.host.probecache);
     # python -m lab doctor always probes afresh
     doc = doctor_mod.check(mount=True, collectors=wanted, facts=False, reuse=True)
-    later = ThreadPoolExecutor(max_workers=2, thread_name_prefix="lab-setup")
-    facts = later.submit(doctor_mod.gather_facts)
+    later = Later()
+    facts = later.add(doctor_mod.gather_facts)
     for name in COLLECTOR_NAMES:
         # what was not asked for was not probed: said so, never probed as absent
         doc.observers.setdefault(
@@ -193,7 +238,6 @@ def setup(collector: str, packets: str, *, archive: bool, say: Callable[[str], N
     signer: Future[Signer | None] = done(None)
     if archive:
         signer = _signer(later, say)
-    later.shutdown(wait=False)
     return Setup(
         observers=observers,
         passes=passes,
@@ -201,10 +245,11 @@ def setup(collector: str, packets: str, *, archive: bool, say: Callable[[str], N
         facts_later=facts,
         actions=list(doc.actions),
         signer_later=signer,
+        later=later,
     )
 
 
-def _signer(later: ThreadPoolExecutor, say: Callable[[str], None]) -> Future[Signer | None]:
+def _signer(later: Later, say: Callable[[str], None]) -> Future[Signer | None]:
     """The run's signer: the key ``LAB_SIGNING_KEY`` names, read now (a bad one is an error
     before anything runs), or an ephemeral key made on ``later`` (cryptography's import and
     the key's generation, ~25 ms, beside the first passes)."""
@@ -216,7 +261,7 @@ def _signer(later: ThreadPoolExecutor, say: Callable[[str], None]) -> Future[Sig
         "No signing key configured (LAB_SIGNING_KEY): this run is signed with an "
         "ephemeral key, so the archive proves integrity but not authenticity."
     )
-    return later.submit(_ephemeral)
+    return later.add(_ephemeral)
 
 
 def _ephemeral() -> Signer:

@@ -150,7 +150,7 @@ def _execute(
     result: RunResult | None = None
     stage = "during the passes"
     try:
-        warm_imports()
+        prepared.later.add(warm_imports)
         scenario_results = run_plan(plan, run_dir, prepared, say)
         stage = "while the results were judged and written"
         result = _make_run_result(

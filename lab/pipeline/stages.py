@@ -142,6 +142,7 @@ def run_plan(
         sandbox=prepared.sandbox,
         progress=say,
         on_result=judged,
+        on_start=prepared.later.begin,
     ) as runner:
         return runner.run()
 

@@ -79,8 +79,12 @@ class Runner:
         sandbox: Sandbox | None,
         progress: Progress | None = None,
         on_result: Callable[[ScenarioResult], None] | None = None,
+        on_start: Callable[[], None] | None = None,
     ) -> None:
         self.plan = plan
+        #: called once, as the run's first pass begins (what the pipeline makes beside the
+        #: passes waits for it, so that the longest pass starts first)
+        self.on_start = on_start
         self.run_dir = run_dir
         self.observers = observers
         self.sandbox = sandbox
@@ -207,6 +211,9 @@ class Runner:
         self, scenario: Scenario, rep: int, collector_name: str, *, shared: SharedSlot | None = None
     ) -> Pass:
         """``run_pass`` with the unit's own evidence directory and seed."""
+        started, self.on_start = self.on_start, None
+        if started is not None:
+            started()
         base, seed = self.base_dir(scenario, rep), self._seed(scenario, rep)
         return self.run_pass(scenario, rep, collector_name, base, seed, shared=shared)
 
