@@ -54,7 +54,6 @@ LONG_FUNCTIONS: set[str] = {
     "lab/reports/charts.py::perf_symbols_chart",
     "lab/reports/charts.py::draw",
     "lab/reports/pdf.py::_matrix",
-    "lab/run/phases.py::_shared_batch",
     "lab/run/runner.py::_run_pass",
     "lab/run/runner.py::run_invocation",
     "lab/workloads/backup/contract.py::c3_destination",

@@ -167,7 +167,7 @@ def test_evaluate_in_image_mounts_the_candidate_read_only(
         "--collector", "all",
         "--packets", "best-effort",
         "--size", "524288",
-        "--timeout", "30.0",
+        "--timeout", "15.0",
         "--out", "/lab/artifacts",
     ]  # fmt: skip
     assert call["mounts"] == ((patch.resolve(), "/lab/candidate/fix.patch"),)

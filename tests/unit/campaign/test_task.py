@@ -19,10 +19,11 @@ def test_the_shipped_speedup_task_loads() -> None:
     assert task.name == "speedup"
     assert task.baseline_must == "pass"
     assert task.clauses == ("C1", "C2", "C3", "C4", "C5", "C6")
-    assert task.speed is not None and task.speed.max_ratio == 0.7
-    # the goal is on the client's own share above the instrument floor (issue 25)
-    assert task.speed.metric == "first_backup_wall_above_floor"
-    assert task.speed.size == 8 * 1024 * 1024
+    assert task.speed is not None and task.speed.max_ratio == 0.95
+    # the goal is where the client dominates what is measured (issue 25): its own CPU time
+    # of the first backup of a 64 MiB file, which a real speed-up meets (docs/performance.md)
+    assert task.speed.metric == "first_backup_cpu"
+    assert task.speed.size == 64 * 1024 * 1024
     assert "faster" in task.text
     assert len(task.sha256) == 64
 
