@@ -187,6 +187,12 @@ def parse_strict(text: str, path: Path) -> Any:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or "invalid YAML"
+        if "nesting depth" in problem:
+            # libyaml builds with a nesting limit of their own (1000) meet it first: their
+            # scanner reads up to 1024 characters ahead of the first event it hands out
+            raise ScenarioError(
+                f"{path}: {_where(mark)}nesting deeper than {MAX_DEPTH} levels."
+            ) from None
         where = f" at {_where(mark).removesuffix(': ')}" if mark else ""
         raise ScenarioError(f"{path}: is not valid YAML{where} ({problem}).") from None
 

@@ -61,3 +61,22 @@ def test_every_shipped_scenario_parses_the_same(
 
 def test_the_fast_loader_is_libyamls() -> None:
     assert not yaml.__with_libyaml__ or issubclass(scenario_yaml._FAST, yaml.CSafeLoader)
+
+
+def test_a_libyaml_nesting_limit_reads_as_ours(monkeypatch: pytest.MonkeyPatch) -> None:
+    # libyaml builds that carry a nesting limit (1000) of their own meet it before the first
+    # event is handed out (their scanner reads 1024 characters ahead): the same sentence
+    mark = yaml.Mark("s.yaml", 0, 1, 1012, None, None)
+
+    def limited(text: str, Loader: object) -> object:
+        raise yaml.scanner.ScannerError(
+            "while increasing flow level", mark, "exceeded maximum nesting depth", mark
+        )
+
+    monkeypatch.setattr(yaml, "__with_libyaml__", True)
+    monkeypatch.setattr(yaml, "parse", limited)
+    with pytest.raises(ScenarioError) as info:
+        parse_strict("v: " + "[" * 2000 + "\n", Path("s.yaml"))
+    assert (
+        str(info.value) == f"s.yaml: line 2, column 1013: nesting deeper than {MAX_DEPTH} levels."
+    )
