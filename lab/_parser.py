@@ -160,8 +160,8 @@ def _add_evaluate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     ev.add_argument(
         "--timing-runs",
         type=positive_count,
-        default=20,
-        help="untraced timing rounds, candidate and baseline alternated (default 20)",
+        default=12,
+        help="untraced timing rounds, candidate and baseline alternated (default 12)",
     )
     ev.add_argument(
         "--collector",

@@ -23,7 +23,7 @@ from lab.workloads.backup.fixture import DEFAULT_SIZE
 #: lab evaluate's defaults, where neither the command line nor the task file says
 EVALUATION_DEFAULTS: dict[str, Any] = {
     "repetitions": 3,
-    "timing_runs": 20,
+    "timing_runs": 12,
     "collector": "all",
     "packets": "best-effort",
     "size": DEFAULT_SIZE,

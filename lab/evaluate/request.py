@@ -43,7 +43,7 @@ class EvaluationRequest:
     #: repetitions of every contract condition
     repetitions: int = 3
     #: untraced timing rounds, candidate and baseline alternated
-    timing_runs: int = 20
+    timing_runs: int = 12
     collector: str = "all"
     packets: str = "best-effort"
     size: int = DEFAULT_SIZE
