@@ -29,7 +29,8 @@ installed lab has them, whatever PYTHONDONTWRITEBYTECODE says.
         --base-args="--jobs 1" --head-args="--jobs 2" --rounds 5
 
 Every measured run's calibration is read back too: a faster run that stopped calibrating
-would not be evidence sooner, so the table counts the runs with an expectation not met.
+would not be evidence sooner, so the table counts the runs with an expectation not met (an
+evaluation: its instrument check not ok, or its candidate's verdict not the mode's).
 
 Alternating the checkouts round by round keeps slow drifts of the machine (page cache,
 thermal, a neighbour) from landing on one side only. Run it on an otherwise idle machine.
@@ -185,6 +186,28 @@ def one_run(tree: Path, mode: list[str], out: Path) -> tuple[float, Path]:
     return wall, runs[-1]
 
 
+#: the verdict each evaluation mode's candidate must get (a hanging one fails its contract)
+EXPECTED_VERDICT = {"evaluate correct": "pass", "hanging evaluate": "fail"}
+
+
+def calibration_of(name: str, results: dict[str, Any]) -> tuple[int, str]:
+    """How far a measured run was from calibrated, and an evaluation's verdict.
+
+    A run's calibration is its expectations; an evaluation's is its instrument check (the
+    seeded defects caught) and the verdict its mode's candidate must get: the candidate's
+    own expectations not met are its verdict's evidence, not a miscalibration."""
+    evaluation = results.get("evaluation")
+    if not evaluation:
+        return int(results["calibration"].get("not_met", 0)), ""
+    check = evaluation.get("instrument_check") or {}
+    status = str(evaluation.get("status"))
+    wrong = (not check.get("ok")) + (status != EXPECTED_VERDICT.get(name, status))
+    caught = "instrument check ok" if check.get("ok") else "instrument check NOT OK"
+    expected = EXPECTED_VERDICT.get(name, status)
+    told = f"verdict {status}" + ("" if status == expected else f" (NOT {expected})")
+    return int(wrong), f"{told}, {caught}"
+
+
 def bpftrace_added_ms(results: dict[str, Any]) -> list[float]:
     """Per invocation: client wall under bpftrace minus the same invocation untraced, ms."""
     added: list[float] = []
@@ -263,10 +286,15 @@ def main() -> int:
                         out = Path(tmp) / "out" / side
                         wall, run_dir = one_run(tree, [*mode, *extra[side]], out)
                         results = json.loads((run_dir / "results.json").read_text())
-                        not_met = results["calibration"].get("not_met", 0)
+                        not_met, verdict = calibration_of(name, results)
                         print(
                             f"  {name:20} {side:4} round {round_ + 1}: {wall:.2f} s"
-                            + (f", {not_met} expectation(s) NOT MET" if not_met else ""),
+                            + (f", {verdict}" if verdict else "")
+                            + (
+                                f", {not_met} expectation(s) NOT MET"
+                                if not_met and not verdict
+                                else ""
+                            ),
                             flush=True,
                         )
                         if round_ < args.warmup:

@@ -53,3 +53,21 @@ def test_the_table_says_which_goal_is_met_missed_or_not_measured() -> None:
     assert rows["evaluate correct"].endswith("<= 20 s: met")
     added = rows["bpftrace added wall per invocation (ms), traced"]
     assert added.endswith("<= 50 ms: not measured") and " - " in added
+
+
+def test_an_evaluation_is_calibrated_by_its_instrument_check_and_its_verdict() -> None:
+    tte = _module()
+    run = {"calibration": {"not_met": 2}}
+    assert tte.calibration_of("untraced run --all", run) == (2, "")
+
+    def evaluation(status: str, ok: bool) -> dict[str, Any]:
+        return {"calibration": {"not_met": 32},
+                "evaluation": {"status": status, "instrument_check": {"ok": ok}}}  # fmt: skip
+
+    # a hanging candidate's own expectations not met are its verdict's evidence
+    assert tte.calibration_of("hanging evaluate", evaluation("fail", True)) == (
+        0, "verdict fail, instrument check ok")  # fmt: skip
+    assert tte.calibration_of("hanging evaluate", evaluation("pass", True)) == (
+        1, "verdict pass (NOT fail), instrument check ok")  # fmt: skip
+    assert tte.calibration_of("evaluate correct", evaluation("refused", False)) == (
+        2, "verdict refused (NOT pass), instrument check NOT OK")  # fmt: skip
