@@ -163,7 +163,7 @@ def test_evaluate_in_image_mounts_the_candidate_read_only(
         "5",
     ]
     assert call["args"][5:] == [
-        "--timing-runs", "20",
+        "--timing-runs", "12",
         "--collector", "all",
         "--packets", "best-effort",
         "--size", "524288",
