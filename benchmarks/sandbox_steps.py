@@ -89,6 +89,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--note", default="", help="what else the machine ran meanwhile (kept in --json)"
+    )
     args = parser.parse_args()
     subprocess.run(["ip", "netns", "add", NETNS], check=True)
     samples: dict[str, list[float]] = {}
@@ -116,7 +119,7 @@ def main() -> int:
         document = {
             "benchmark": "sandbox_steps",
             "rounds": args.rounds,
-            "machine_note": "2-core VM shared with 7 other engineers while measured",
+            "machine_note": args.note,
             "steps": table,
         }
         args.json.write_text(json.dumps(document, indent=2) + "\n")

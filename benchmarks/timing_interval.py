@@ -88,6 +88,9 @@ def main() -> int:
         action="store_true",
         help="time the clients directly (no sandbox set-up in the wall): the clients' own share",
     )
+    parser.add_argument(
+        "--note", default="", help="what else the machine ran meanwhile (kept in --json)"
+    )
     args = parser.parse_args()
     sandbox = None if args.no_sandbox else Sandbox.open(f"bench-interval-{int(time.time())}")
     try:
@@ -103,7 +106,7 @@ def main() -> int:
             "rounds": args.rounds,
             "size": args.size,
             "sandbox": not args.no_sandbox,
-            "machine_note": "2-core VM shared with 7 other engineers while measured",
+            "machine_note": args.note,
             "records": records,
         }
         args.json.write_text(json.dumps(document, indent=2) + "\n")
