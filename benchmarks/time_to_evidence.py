@@ -199,13 +199,12 @@ def calibration_of(name: str, results: dict[str, Any]) -> tuple[int, str]:
     evaluation = results.get("evaluation")
     if not evaluation:
         return int(results["calibration"].get("not_met", 0)), ""
-    check = evaluation.get("instrument_check") or {}
+    ok = bool((evaluation.get("instrument_check") or {}).get("ok"))
     status = str(evaluation.get("status"))
-    wrong = (not check.get("ok")) + (status != EXPECTED_VERDICT.get(name, status))
-    caught = "instrument check ok" if check.get("ok") else "instrument check NOT OK"
     expected = EXPECTED_VERDICT.get(name, status)
     told = f"verdict {status}" + ("" if status == expected else f" (NOT {expected})")
-    return int(wrong), f"{told}, {caught}"
+    caught = "instrument check ok" if ok else "instrument check NOT OK"
+    return (not ok) + (status != expected), f"{told}, {caught}"
 
 
 def bpftrace_added_ms(results: dict[str, Any]) -> list[float]:
