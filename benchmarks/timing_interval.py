@@ -6,9 +6,11 @@ the sandbox, baseline / candidate / instrument floor alternated round by round),
 times, and prints for each repeat the medians, the ratio, its 95 % interval and the
 interval's half-width as a share of the ratio; the raw timing records go to ``--json``.
 
-    # the seeded client against itself: how wide is the error bar with the default rounds?
-    python benchmarks/timing_interval.py --rounds 20 --size 524288 --repeats 3 \
-        --json benchmarks/timing-interval-seeded-2026-12-02.json
+    # the seeded client against itself: how wide is the error bar with the default rounds
+    # rule (at least 12, at most 36, until ±5 %)?
+    python benchmarks/timing_interval.py --repeats 13 --json benchmarks/timing-interval-….json
+    # a fixed 20 rounds, as before the rule
+    python benchmarks/timing_interval.py --rounds 20 --max-rounds 20 --repeats 3
     # a speed-up candidate at the campaign's size
     python benchmarks/timing_interval.py --candidate /tmp/cand/backup-client --size 8388608
 """
@@ -44,6 +46,7 @@ def measure(
         record = timing.alternate(
             clients,
             rounds=args.rounds,
+            max_rounds=args.max_rounds if args.max_rounds is not None else 3 * args.rounds,
             size=args.size,
             workdir=scratch / f"r{repeat}",
             timeout=60.0,
@@ -65,10 +68,12 @@ def show(repeat: int, record: timing.Timing, elapsed: float) -> None:
         for name, c in record.clients.items()
     }
     hw = "N/A" if ratio is None or bar is None else f"±{100 * half_width(bar, ratio):.1f}%"
+    stopped = record.rounds_rule.stopped if record.rounds_rule else "-"
     print(
         f"repeat {repeat + 1}: {metric} medians (ms) "
         + ", ".join(f"{n} {m:.1f}" for n, m in medians.items())
-        + f"; ratio {ratio} interval {bar} half-width {hw}; {elapsed:.1f} s",
+        + f"; ratio {ratio} interval {bar} half-width {hw}; {record.rounds} rounds "
+        + f"(stopped: {stopped}); {elapsed:.1f} s",
         flush=True,
     )
     above = (record.ratio or {}).get(timing.ABOVE_FLOOR)
@@ -79,7 +84,14 @@ def show(repeat: int, record: timing.Timing, elapsed: float) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--candidate", type=Path, default=ROOT / "native" / "backup-client")
-    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=12, help="the least rounds (lab's default)")
+    parser.add_argument(
+        "--max-rounds",
+        type=int,
+        default=None,
+        help="the most, added until the interval is within ±5 %% (default 3 × --rounds, as lab "
+        "evaluate; equal to --rounds: a fixed count)",
+    )
     parser.add_argument("--size", type=int, default=524_288)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", type=Path, default=None)
@@ -104,6 +116,7 @@ def main() -> int:
             "benchmark": "timing_interval",
             "candidate": str(args.candidate),
             "rounds": args.rounds,
+            "max_rounds": args.max_rounds if args.max_rounds is not None else 3 * args.rounds,
             "size": args.size,
             "sandbox": not args.no_sandbox,
             "machine_note": args.note,

@@ -161,7 +161,15 @@ def _add_evaluate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--timing-runs",
         type=positive_count,
         default=12,
-        help="untraced timing rounds, candidate and baseline alternated (default 12)",
+        help="untraced timing rounds, candidate and baseline alternated: at least this many "
+        "(default 12)",
+    )
+    ev.add_argument(
+        "--timing-max-runs",
+        type=positive_count,
+        default=None,
+        help="and at most this many, added 4 at a time until the ratio's 95 %% interval is "
+        "within ±5 %% (default 3 × --timing-runs; equal to it: exactly that many)",
     )
     ev.add_argument(
         "--collector",
@@ -343,7 +351,14 @@ def _add_campaign(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--timing-runs",
         type=positive_count,
         default=None,
-        help="untraced timing rounds per judged result (default: the task's)",
+        help="untraced timing rounds per judged result, at least (default: the task's)",
+    )
+    cp.add_argument(
+        "--timing-max-runs",
+        type=positive_count,
+        default=None,
+        help="and at most, until the speed goal's 95 %% interval is within ±5 %% "
+        "(default: the task's, else 3 × the least)",
     )
     cp.add_argument(
         "--collector",

@@ -46,6 +46,7 @@ from lab.host.clock import epoch_to_rfc3339
 from lab.model import RunResult, ScenarioResult
 from lab.model.campaign import AgentRecord, CampaignRecord, Outcome, PatchRecord, RepetitionRecord
 from lab.model.evaluation import Evaluation, EvaluationLimits, FrozenEvaluation
+from lab.model.timing import TARGET_HALF_WIDTH
 from lab.pipeline import (
     Setup,
     finish,
@@ -94,6 +95,9 @@ def execute(
         invocation_timeout_s=ev.timeout_s,
         build_timeout_s=BUILD_TIMEOUT_S,
         timing_runs=ev.timing_runs,
+        timing_max_runs=ev.timing_cap,
+        timing_target_half_width=TARGET_HALF_WIDTH,
+        timing_metrics=ev.timing_metrics,
         # every bound of the sandbox a judged or timed invocation runs in (time above)
         sandbox=SandboxSettings().to_dict(),
     )

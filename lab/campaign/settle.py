@@ -17,6 +17,7 @@ from lab.campaign.task import CampaignRequest, Task
 from lab.errors import UsageError
 from lab.evaluate.request import DEFAULT_TIMEOUT_S, EvaluationRequest
 from lab.model.egress import parse_network
+from lab.model.timing import DECIDING_METRICS
 from lab.run.options import check_count, check_run_options
 from lab.workloads.backup.fixture import DEFAULT_SIZE
 
@@ -24,6 +25,7 @@ from lab.workloads.backup.fixture import DEFAULT_SIZE
 EVALUATION_DEFAULTS: dict[str, Any] = {
     "repetitions": 3,
     "timing_runs": 12,
+    "timing_max_runs": None,  # CAP_FACTOR × timing_runs (lab.evaluate.request)
     "collector": "all",
     "packets": "best-effort",
     "size": DEFAULT_SIZE,
@@ -65,6 +67,7 @@ def settle(request: CampaignRequest, task: Task) -> Settings:
     for key, value in (
         ("repetitions", request.eval_repetitions),
         ("timing_runs", request.timing_runs),
+        ("timing_max_runs", request.timing_max_runs),
         ("collector", request.collector),
         ("packets", request.packets),
         ("size", request.size),
@@ -72,11 +75,18 @@ def settle(request: CampaignRequest, task: Task) -> Settings:
     ):
         if value is not None:
             chosen[key] = value
+    cap = chosen["timing_max_runs"]
     evaluation = EvaluationRequest(
         kind="patch",
         path=Path("native.patch"),  # each repetition's own, once the agent is done
         repetitions=int(chosen["repetitions"]),
         timing_runs=int(chosen["timing_runs"]),
+        timing_max_runs=None if cap is None else int(cap),
+        # the speed goal's ratio decides when the timing rounds stop, beside the first
+        # backup's wall
+        timing_metrics=tuple(
+            dict.fromkeys(DECIDING_METRICS + (() if task.speed is None else (task.speed.metric,)))
+        ),
         collector=str(chosen["collector"]),
         packets=str(chosen["packets"]),
         size=int(chosen["size"]),
@@ -91,7 +101,7 @@ def settle(request: CampaignRequest, task: Task) -> Settings:
         out=request.out,
         client=None,
     )
-    check_count(evaluation.timing_runs, "--timing-runs")
+    evaluation.check_timing()
     return Settings(repetitions, budget, required, evaluation)
 
 
@@ -99,6 +109,7 @@ def evaluation_options(ev: EvaluationRequest) -> dict[str, Any]:
     return {
         "repetitions": ev.repetitions,
         "timing_runs": ev.timing_runs,
+        "timing_max_runs": ev.timing_cap,
         "collector": ev.collector,
         "packets": ev.packets,
         "size": ev.size,

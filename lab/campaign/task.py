@@ -124,6 +124,7 @@ class CampaignRequest:
     agent_env: tuple[str, ...] = ()
     eval_repetitions: int | None = None
     timing_runs: int | None = None
+    timing_max_runs: int | None = None
     collector: str | None = None
     packets: str | None = None
     size: int | None = None
@@ -158,6 +159,7 @@ class CampaignRequest:
             ("--require", self.require),
             ("--eval-repetitions", self.eval_repetitions),
             ("--timing-runs", self.timing_runs),
+            ("--timing-max-runs", self.timing_max_runs),
             ("--collector", self.collector),
             ("--packets", self.packets),
             ("--size", self.size),

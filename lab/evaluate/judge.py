@@ -57,6 +57,7 @@ from lab.model.evaluation import (
     InstrumentCheck,
     Timing,
 )
+from lab.model.timing import TARGET_HALF_WIDTH
 from lab.pipeline import (
     REPO,
     Drawer,
@@ -157,7 +158,7 @@ def _execute(
         out=request.out,
         client=None,  # the candidate is built later, in a copy
     )
-    check_count(request.timing_runs, "--timing-runs")
+    request.check_timing()
     if not request.local and not identity.in_lab_image():
         return _in_image(request)
 
@@ -167,6 +168,9 @@ def _execute(
         invocation_timeout_s=request.timeout_s,
         build_timeout_s=BUILD_TIMEOUT_S,
         timing_runs=request.timing_runs,
+        timing_max_runs=request.timing_cap,
+        timing_target_half_width=TARGET_HALF_WIDTH,
+        timing_metrics=request.timing_metrics,
         # every bound of the sandbox a judged or timed invocation runs in (time above)
         sandbox=SandboxSettings().to_dict(),
     )
@@ -405,8 +409,9 @@ def judge_built(
         say(f"Untraced timing skipped: {timing_skipped}")
     else:
         say(
-            f"Untraced timing: {request.timing_runs} rounds, baseline, candidate and the "
-            "instrument floor's reference uploader alternated…"
+            f"Untraced timing: {request.timing_runs} to {request.timing_cap} rounds (until "
+            f"the ratio's 95 % interval is within ±{100 * TARGET_HALF_WIDTH:g} %), baseline, "
+            "candidate and the instrument floor's reference uploader alternated…"
         )
         log = procs.CommandLog(run_dir / "commands.jsonl", root=run_dir)
         with tempfile.TemporaryDirectory(prefix="lab-timing-") as scratch:
@@ -419,6 +424,8 @@ def judge_built(
             timing_result = timing.alternate(
                 clients,
                 rounds=request.timing_runs,
+                max_rounds=request.timing_cap,
+                metrics=request.timing_metrics,
                 size=timing_size or request.size,
                 workdir=Path(scratch),
                 log=log,

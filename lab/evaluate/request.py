@@ -14,7 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lab.errors import UsageError
 from lab.model.evaluation import CandidateKind
+from lab.model.timing import CAP_FACTOR, DECIDING_METRICS
+from lab.run.options import check_count
 from lab.run.shard import ShardSpec
 from lab.workloads.backup.fixture import DEFAULT_SIZE
 
@@ -42,8 +45,14 @@ class EvaluationRequest:
     path: Path
     #: repetitions of every contract condition
     repetitions: int = 3
-    #: untraced timing rounds, candidate and baseline alternated
+    #: untraced timing rounds, candidate and baseline alternated: at least this many
     timing_runs: int = 12
+    #: and at most this many (None: ``CAP_FACTOR`` times ``timing_runs``), added until every
+    #: deciding interval is within ±5 % (``lab.evaluate.timing``)
+    timing_max_runs: int | None = None
+    #: the ratios whose intervals decide when the rounds stop (a campaign adds its speed
+    #: goal's metric)
+    timing_metrics: tuple[str, ...] = DECIDING_METRICS
     collector: str = "all"
     packets: str = "best-effort"
     size: int = DEFAULT_SIZE
@@ -62,6 +71,23 @@ class EvaluationRequest:
     #: ``--jobs N``: judged passes of one phase at once (None: lab.run.schedule's default);
     #: not part of what is judged, so not in the frozen evaluation
     jobs: int | None = None
+
+    @property
+    def timing_cap(self) -> int:
+        """The most timing rounds: ``timing_max_runs``, or ``CAP_FACTOR`` × the least."""
+        if self.timing_max_runs is None:
+            return CAP_FACTOR * self.timing_runs
+        return max(self.timing_runs, self.timing_max_runs)
+
+    def check_timing(self) -> None:
+        """A UsageError naming the option when the timing rounds asked for cannot be run."""
+        check_count(self.timing_runs, "--timing-runs")
+        check_count(self.timing_cap, "--timing-max-runs")
+        if self.timing_max_runs is not None and self.timing_max_runs < self.timing_runs:
+            raise UsageError(
+                f"--timing-max-runs {self.timing_max_runs} must be at least --timing-runs "
+                f"({self.timing_runs}); give the same number for exactly that many rounds."
+            )
 
     @property
     def flag(self) -> str:
@@ -93,6 +119,7 @@ class EvaluationRequest:
             "--size", str(self.size),
             "--timeout", str(self.timeout_s),
             "--out", out,
+            *(["--timing-max-runs", str(self.timing_max_runs)] if self.timing_max_runs else []),
             *(["--json"] if self.json else []),
             *(["--shard", str(self.shard)] if self.shard is not None else []),
             *(["--run-id", self.run_id] if self.run_id else []),

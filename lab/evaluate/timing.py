@@ -1,10 +1,21 @@
 """Untraced timing runs: clients alternated on the same fixture, reported as medians and a
 ratio. Timing is measured with no tracer attached; traced runs are for diagnosis only.
 
-    timing = alternate({"baseline": base, "candidate": cand}, rounds=20, size=524_288,
-                       workdir=tmp, log=log, sandbox=sandbox)
+    timing = alternate({"baseline": base, "candidate": cand}, rounds=12, max_rounds=36,
+                       size=524_288, workdir=tmp, log=log, sandbox=sandbox)
     timing.ratio["first_backup_wall"]       # candidate median / baseline median (stored)
     timing.ratio_interval["first_backup_wall"]  # its 95 % interval (lab.evaluate.interval)
+    timing.rounds, timing.rounds_rule.stopped    # 16, "target": within ±5 % after 16 rounds
+
+At least ``rounds`` rounds run; with ``max_rounds`` above it, more follow, ``STEP`` at a
+time, until the interval of every deciding ratio (``DECIDING_METRICS``, and a campaign's
+speed-goal metric) is within ±``TARGET_HALF_WIDTH`` of its ratio, or ``max_rounds`` have
+run. Twelve rounds gave the seeded client against itself ±3.7 % at the median of its
+repeats on the lab's idle machine but up to ±12 % in a noisy session (docs/performance.md):
+a fixed count either wastes rounds on a quiet machine or leaves a wide bar on a busy one.
+The rule looks only at the interval's width, never at where it lies, so it cannot steer
+the ratio towards a goal; the record keeps the rule, the reason it stopped and each
+deciding half-width (``lab.model.timing.RoundsRule``).
 
 With ``sandbox`` (what ``lab evaluate`` does), every round runs in a sandbox cell of its
 own, exactly as a judged pass does (the same environment, box, bounds and opaque cgroup
@@ -30,13 +41,17 @@ from typing import Any
 from lab.evaluate import interval
 from lab.host import procs
 from lab.judge.aggregate import spread
-from lab.model.evaluation import ClientTiming, Timing
+from lab.model.evaluation import ClientTiming, RoundsRule, Timing
+from lab.model.timing import DECIDING_METRICS, TARGET_HALF_WIDTH
 from lab.sandbox import Sandbox
 from lab.workloads.backup import fixture
 from lab.workloads.backup.backup_check import verify
 from lab.workloads.backup.decoy import Decoy
 from lab.workloads.backup.receiver import Receiver
 from lab.workloads.backup.store import saved_backup
+
+#: rounds added at a time once the least have run and an interval is still too wide
+STEP = 4
 
 #: failed rounds' reasons kept per client (all of them are counted)
 FAILURES_KEPT = 5
@@ -238,51 +253,55 @@ def alternate(
     seed: str = "timing",
     sandbox: Sandbox | None = None,
     floor: dict[str, str | None] | None = None,
+    max_rounds: int | None = None,
+    target: float = TARGET_HALF_WIDTH,
+    metrics: tuple[str, ...] = DECIDING_METRICS,
 ) -> Timing:
-    """Run every client ``rounds`` times, in alternation (A B A B …), so that drift in the
-    machine's load affects them alike. Returns per-client spreads and, when both a
-    ``baseline`` and a ``candidate`` are present, candidate/baseline ratios of the medians.
-    A client named ``floor`` is the instrument floor's reference uploader; ``floor`` is its
-    identity (``lab.evaluate.floor.Floor.describe``), stored beside the spreads."""
+    """Run every client at least ``rounds`` times, in alternation (A B A B …), so that drift
+    in the machine's load affects them alike. Returns per-client spreads and, when both a
+    ``baseline`` and a ``candidate`` are present, candidate/baseline ratios of the medians
+    with their 95 % intervals. A client named ``floor`` is the instrument floor's reference
+    uploader; ``floor`` is its identity (``lab.evaluate.floor.Floor.describe``).
+
+    With ``max_rounds`` above ``rounds``, more rounds follow in blocks of ``STEP`` until the
+    interval of every ratio in ``metrics`` is within ± ``target`` of its ratio, or
+    ``max_rounds`` have run (``lab.model.timing.RoundsRule``); the record says which."""
+    cap = rounds if max_rounds is None else max(rounds, max_rounds)
     workdir.mkdir(parents=True, exist_ok=True)
     source = workdir / "timing-source.bin"
     digest = fixture.write_source(source, seed=seed, size=size)
     rows: dict[str, list[dict[str, Any]]] = {name: [] for name in clients}
     data = source.read_bytes() if sandbox is not None else b""
+    wanted = rounds
     try:
-        for _ in range(rounds):
-            for name, path in clients.items():
-                if sandbox is not None:
-                    row = _sandboxed_round(sandbox, name, path, data, digest, workdir, timeout)
-                else:
-                    row = _one_round(path, source, digest, workdir, log, timeout)
-                rows[name].append(row)
+        while True:
+            while len(rows[next(iter(clients))]) < wanted:
+                for name, path in clients.items():
+                    if sandbox is not None:
+                        row = _sandboxed_round(sandbox, name, path, data, digest, workdir, timeout)
+                    else:
+                        row = _one_round(path, source, digest, workdir, log, timeout)
+                    rows[name].append(row)
+            spreads = {name: client_timing(runs) for name, runs in rows.items()}
+            ratio, bars = _ratios(rows, spreads, seed)
+            stopped, widths = _stop(ratio, bars, spreads, metrics, target)
+            if stopped is None and wanted >= cap:
+                stopped = "cap" if cap > rounds else "fixed"
+            if stopped is not None:
+                break
+            wanted = min(cap, wanted + STEP)
     finally:
         source.unlink(missing_ok=True)
-    spreads = {name: client_timing(runs) for name, runs in rows.items()}
-    ratio: dict[str, float | None] | None = None
-    bars: dict[str, list[float] | None] | None = None
-    if "baseline" in rows and "candidate" in rows:
-        ratio, bars = {}, {}
-        unchecked = spreads["baseline"].failed_rounds or spreads["candidate"].failed_rounds
-        for metric in METRICS:
-            base = spreads["baseline"].spreads[metric]
-            cand = spreads["candidate"].spreads[metric]
-            if unchecked or base is None or cand is None or base.median <= 0:
-                ratio[metric] = None  # undefined, shown as N/A
-                bars[metric] = None
-                continue
-            ratio[metric] = round(cand.median / base.median, 4)
-            bar = interval.ratio_interval(
-                [r[metric] for r in rows["baseline"]],
-                [r[metric] for r in rows["candidate"]],
-                seed=f"{seed}:{metric}",
-            )
-            bars[metric] = None if bar is None else list(bar)
-        if "floor" in rows:
-            _above_floor(rows, spreads, seed, ratio, bars)
+    rule = RoundsRule(
+        min_rounds=rounds,
+        max_rounds=cap,
+        target_half_width=target,
+        metrics=metrics,
+        stopped="fixed" if cap == rounds else stopped,
+        half_widths=widths,
+    )
     return Timing(
-        rounds=rounds,
+        rounds=wanted,
         size=size,
         method=(
             "untraced; clients alternated; each round = first backup into an empty "
@@ -304,7 +323,64 @@ def alternate(
         ratio_interval=bars,
         interval_method=None if bars is None else interval.METHOD,
         floor=floor,
+        rounds_rule=rule if ratio is not None else None,
     )
+
+
+def _ratios(
+    rows: dict[str, list[dict[str, Any]]], spreads: dict[str, ClientTiming], seed: str
+) -> tuple[dict[str, float | None] | None, dict[str, list[float] | None] | None]:
+    """Candidate ÷ baseline of the medians per metric and their intervals (None, None
+    without both clients)."""
+    if "baseline" not in rows or "candidate" not in rows:
+        return None, None
+    ratio: dict[str, float | None] = {}
+    bars: dict[str, list[float] | None] = {}
+    unchecked = spreads["baseline"].failed_rounds or spreads["candidate"].failed_rounds
+    for metric in METRICS:
+        base = spreads["baseline"].spreads[metric]
+        cand = spreads["candidate"].spreads[metric]
+        if unchecked or base is None or cand is None or base.median <= 0:
+            ratio[metric] = None  # undefined, shown as N/A
+            bars[metric] = None
+            continue
+        ratio[metric] = round(cand.median / base.median, 4)
+        bar = interval.ratio_interval(
+            [r[metric] for r in rows["baseline"]],
+            [r[metric] for r in rows["candidate"]],
+            seed=f"{seed}:{metric}",
+        )
+        bars[metric] = None if bar is None else list(bar)
+    if "floor" in rows:
+        _above_floor(rows, spreads, seed, ratio, bars)
+    return ratio, bars
+
+
+def _stop(
+    ratio: dict[str, float | None] | None,
+    bars: dict[str, list[float] | None] | None,
+    spreads: dict[str, ClientTiming],
+    metrics: tuple[str, ...],
+    target: float,
+) -> tuple[str | None, dict[str, float | None]]:
+    """Why the rounds stop now (None: they go on), and each deciding half-width."""
+    widths: dict[str, float | None] = {}
+    for metric in metrics:
+        value = (ratio or {}).get(metric)
+        bar = (bars or {}).get(metric)
+        widths[metric] = (
+            None if value is None or bar is None or value <= 0 else
+            round(interval.half_width(bar, value), 4)
+        )  # fmt: skip
+    if ratio is None:
+        return "fixed", widths  # nothing to compare: one client, or no baseline
+    if any(spreads[n].failed_rounds for n in ("baseline", "candidate")):
+        return "failed-round", widths
+    if any(w is None for w in widths.values()):
+        return "undefined", widths
+    if all(w is not None and w <= target for w in widths.values()):
+        return "target", widths
+    return None, widths
 
 
 def client_timing(runs: list[dict[str, Any]]) -> ClientTiming:

@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, cast
 
-from lab.model.timing import ClientTiming, Spread, Timing
+from lab.model.timing import ClientTiming, RoundsRule, Spread, Timing
 
-__all__ = ["ClientTiming", "Spread", "Timing"]  # defined in lab.model.timing
+__all__ = ["ClientTiming", "RoundsRule", "Spread", "Timing"]  # defined in lab.model.timing
 
 #: what the candidate is: a patch to native/, a source tree with a Makefile, an executable
 CandidateKind = Literal["patch", "source-dir", "binary"]
@@ -56,27 +56,55 @@ class Fixture:
 class EvaluationLimits:
     invocation_timeout_s: float
     build_timeout_s: float
+    #: the least untraced timing rounds
     timing_runs: int
+    #: the most (``lab.evaluate.timing``'s rounds rule: more rounds, in blocks, until every
+    #: deciding interval is within ``timing_target_half_width``); None in records made
+    #: before the rule, whose timings ran exactly ``timing_runs``
+    timing_max_runs: int | None = None
+    timing_target_half_width: float | None = None
+    #: the ratios whose intervals decide when the rounds stop
+    timing_metrics: tuple[str, ...] | None = None
     #: the sandbox's bounds of every invocation, judged or timed (``SandboxSettings``):
     #: pids_max, memory_max, disk_max, disk_inodes_max, linger_grace_s, output_head_bytes,
     #: output_tail_bytes; empty in records made before they were frozen
     sandbox: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        rule: dict[str, Any] = {}
+        if self.timing_max_runs is not None:
+            rule = {
+                "timing_max_runs": self.timing_max_runs,
+                "timing_target_half_width": self.timing_target_half_width,
+                "timing_metrics": list(self.timing_metrics or ()),
+            }
         return {
             "invocation_timeout_s": self.invocation_timeout_s,
             "build_timeout_s": self.build_timeout_s,
             "timing_runs": self.timing_runs,
+            **rule,
             **self.sandbox,
         }
 
     @classmethod
     def from_dict(cls, limits: dict[str, Any]) -> EvaluationLimits:
-        own = ("invocation_timeout_s", "build_timeout_s", "timing_runs")
+        own = (
+            "invocation_timeout_s",
+            "build_timeout_s",
+            "timing_runs",
+            "timing_max_runs",
+            "timing_target_half_width",
+            "timing_metrics",
+        )
+        cap, target = limits.get("timing_max_runs"), limits.get("timing_target_half_width")
+        metrics = limits.get("timing_metrics")
         return cls(
             invocation_timeout_s=float(limits["invocation_timeout_s"]),
             build_timeout_s=float(limits["build_timeout_s"]),
             timing_runs=int(limits["timing_runs"]),
+            timing_max_runs=_optional_int(cap),
+            timing_target_half_width=_optional_float(target),
+            timing_metrics=None if metrics is None else tuple(str(m) for m in metrics),
             sandbox={str(k): v for k, v in limits.items() if k not in own},
         )
 

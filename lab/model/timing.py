@@ -6,6 +6,7 @@ the rounds that failed the check a judged pass gets (never timed).
     timing = Timing.from_dict(record["timing"])
     timing.ratio["first_backup_wall"], timing.ratio_interval["first_backup_wall"]
     timing.floor_share("first_backup_wall")     # the floor's median ÷ the baseline's
+    timing.rounds_rule.stopped                  # "target", "cap", "fixed", ... (RoundsRule)
 
 No I/O lives here; ``lab.model.evaluation`` re-exports these classes.
 """
@@ -77,6 +78,80 @@ class ClientTiming:
         )
 
 
+#: the rounds rule's defaults (``lab.evaluate.timing.alternate``): the deciding intervals'
+#: target half-width as a fraction of the ratio (issue 25: ±5 %); the ratios whose
+#: intervals decide unless the caller names others (a campaign adds its speed goal's
+#: metric); the most rounds as a multiple of the least, unless the caller says otherwise
+TARGET_HALF_WIDTH = 0.05
+DECIDING_METRICS = ("first_backup_wall",)
+CAP_FACTOR = 3
+
+#: why a timing stopped adding rounds (``RoundsRule.stopped``)
+STOP_REASONS = {
+    "fixed": "a fixed number of rounds was asked for",
+    "target": "every deciding interval was within the target",
+    "cap": "the most rounds allowed ran before every deciding interval was within the target",
+    "failed-round": "a round failed its check, so no ratio can be given whatever more rounds show",
+    "undefined": "a deciding ratio is undefined, so more rounds cannot narrow it",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RoundsRule:
+    """How many rounds a timing ran and why it stopped: at least ``min_rounds``; then, in
+    blocks, more until the 95 % interval of every ``metrics`` ratio is within
+    ± ``target_half_width`` of it, or ``max_rounds`` have run (a fixed-width sequential
+    interval, in the manner of Chow and Robbins, 1965: the rule looks only at the
+    interval's width, never at where it lies, so it cannot steer the ratio)."""
+
+    min_rounds: int
+    max_rounds: int
+    #: as a fraction of the ratio (0.05: ± 5 %)
+    target_half_width: float
+    #: the ratios whose intervals decide (first_backup_wall, and a speed goal's metric)
+    metrics: tuple[str, ...]
+    #: a key of ``STOP_REASONS``
+    stopped: str
+    #: each deciding metric's half-width at the stop (a fraction; None where undefined)
+    half_widths: dict[str, float | None]
+
+    def sentence(self, rounds: int) -> str:
+        """E.g. "16 rounds (at least 12, at most 36, until every deciding 95 % interval is
+        within ±5 %: first_backup_wall ±3.9 %)"."""
+        widths = ", ".join(
+            f"{m} " + ("N/A" if w is None else f"±{100 * w:.1f} %")
+            for m, w in self.half_widths.items()
+        )
+        if self.stopped == "fixed":
+            return f"{rounds} rounds (a fixed number: {widths})"
+        rule = (
+            f"at least {self.min_rounds}, at most {self.max_rounds}, until every deciding 95 % "
+            f"interval is within ±{100 * self.target_half_width:g} %"
+        )
+        return f"{rounds} rounds ({rule}; stopped: {STOP_REASONS[self.stopped]}; {widths})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "min_rounds": self.min_rounds,
+            "max_rounds": self.max_rounds,
+            "target_half_width": self.target_half_width,
+            "metrics": list(self.metrics),
+            "stopped": self.stopped,
+            "half_widths": dict(self.half_widths),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RoundsRule:
+        return cls(
+            min_rounds=int(data["min_rounds"]),
+            max_rounds=int(data["max_rounds"]),
+            target_half_width=float(data["target_half_width"]),
+            metrics=tuple(str(m) for m in data["metrics"]),
+            stopped=str(data["stopped"]),
+            half_widths={str(m): _optional_float(w) for m, w in data["half_widths"].items()},
+        )
+
+
 @dataclass(frozen=True, kw_only=True)
 class Timing:
     """Untraced timing rounds (``lab.evaluate.timing.alternate``)."""
@@ -96,6 +171,8 @@ class Timing:
     #: the instrument floor's reference uploader (``lab.evaluate.floor``): its source and
     #: binary digests, or the reason it is missing; its spreads are ``clients["floor"]``
     floor: dict[str, str | None] | None = None
+    #: how many rounds ran and why they stopped; None in records made before the rule
+    rounds_rule: RoundsRule | None = None
 
     def floor_share(self, metric: str) -> float | None:
         """The instrument floor's median as a fraction of the baseline's, for ``metric``;
@@ -121,6 +198,8 @@ class Timing:
             row["interval_method"] = self.interval_method
         if self.floor is not None:
             row["floor"] = dict(self.floor)
+        if self.rounds_rule is not None:
+            row["rounds_rule"] = self.rounds_rule.to_dict()
         return row
 
     @classmethod
@@ -128,6 +207,7 @@ class Timing:
         ratio = data.get("ratio")
         floor = data.get("floor")
         bars = data.get("ratio_interval")
+        rule = data.get("rounds_rule")
         return cls(
             rounds=int(data["rounds"]),
             size=int(data["size"]),
@@ -139,4 +219,5 @@ class Timing:
             else {str(m): None if v is None else [float(x) for x in v] for m, v in bars.items()},
             interval_method=_optional_str(data.get("interval_method")),
             floor=None if floor is None else {str(k): _optional_str(v) for k, v in floor.items()},
+            rounds_rule=None if rule is None else RoundsRule.from_dict(rule),
         )

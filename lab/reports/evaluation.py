@@ -165,7 +165,7 @@ def evaluation_timing_table(evaluation: Evaluation) -> Table | None:
         if name in timing.clients
     ]
     notes = [
-        f"Untraced runs, {fmt(timing.rounds)} rounds, clients alternated. "
+        f"Untraced runs, {_rounds(timing)}, clients alternated. "
         "Ratio = candidate median / baseline median; below 1.00x the candidate is faster; "
         "N/A where undefined."
         + (
@@ -233,6 +233,13 @@ def _timing_rows(timing: Timing) -> list[list[str]]:
         rows.append([label, shown, shown, fmt_ratio(ratios[metric]), shown])
         rows[-1].append(_fmt_interval(bars.get(metric)))
     return rows
+
+
+def _rounds(timing: Timing) -> str:
+    """How many rounds ran and, where the record has it, the rule that stopped them."""
+    if timing.rounds_rule is None:
+        return f"{fmt(timing.rounds)} rounds"
+    return timing.rounds_rule.sentence(timing.rounds)
 
 
 def _fmt_interval(bar: list[float] | None) -> str:

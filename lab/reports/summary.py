@@ -152,6 +152,12 @@ def _evaluation_part(evaluation: Evaluation) -> dict[str, Any]:
             "ratio": dict(ratio),
             "ratio_interval": {} if timing is None else dict(timing.ratio_interval or {}),
             "interval_method": None if timing is None else timing.interval_method,
+            "rounds": None if timing is None else timing.rounds,
+            "rounds_rule": (
+                None
+                if timing is None or timing.rounds_rule is None
+                else timing.rounds_rule.to_dict()
+            ),
             "floor_share_first_backup_wall": (
                 None if timing is None else timing.floor_share("first_backup_wall")
             ),

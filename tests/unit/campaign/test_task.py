@@ -79,12 +79,25 @@ def test_settings_come_from_the_command_line_then_the_task_file(tmp_path: Path) 
     assert chosen.evaluation.repetitions == 1 and chosen.evaluation.size == 4096
 
 
+def test_the_speed_goal_metric_decides_when_the_timing_rounds_stop(tmp_path: Path) -> None:
+    task = load_task(SPEEDUP)  # its goal: first_backup_cpu; its timing_runs: 20
+    ev = settle(request(out=tmp_path), task).evaluation
+    assert ev.timing_metrics == ("first_backup_wall", "first_backup_cpu")
+    assert (ev.timing_runs, ev.timing_cap) == (20, 60)
+    ev = settle(request(out=tmp_path, timing_runs=8, timing_max_runs=8), task).evaluation
+    assert (ev.timing_runs, ev.timing_cap) == (8, 8)
+
+
 @pytest.mark.parametrize(
     ("kw", "words"),
     [
         ({"require": 4}, "--require 4 must be between 1 and --repetitions (3)"),
         ({"budget_s": 0}, "--budget 0"),
         ({"agent_network": "bridge"}, "--agent-network"),
+        (
+            {"timing_runs": 12, "timing_max_runs": 6},
+            "--timing-max-runs 6 must be at least --timing-runs (12)",
+        ),
     ],
 )
 def test_settings_out_of_range_are_usage_errors(

@@ -52,3 +52,26 @@ def test_argv_round_trips_through_the_parser() -> None:
     assert again == dataclasses.replace(
         request, path=Path("/lab/candidate/src"), out=Path("/lab/artifacts")
     )
+
+
+def test_the_timing_rounds_cap_defaults_to_three_times_the_least() -> None:
+    request = EvaluationRequest(kind="binary", path=Path("x"), timing_runs=12)
+    assert request.timing_cap == 36 and "--timing-max-runs" not in request.argv(
+        candidate="/c", out="/o"
+    )
+    args = build_parser().parse_args(["evaluate", "--binary", "x", "--timing-max-runs", "20"])
+    asked = evaluation_request(args)
+    assert (asked.timing_runs, asked.timing_max_runs, asked.timing_cap) == (12, 20, 20)
+    again = evaluation_request(build_parser().parse_args(asked.argv(candidate="x", out="o")))
+    assert again.timing_max_runs == 20
+
+
+def test_a_cap_below_the_least_rounds_is_refused_in_one_sentence() -> None:
+    from lab.errors import UsageError
+
+    with pytest.raises(UsageError) as caught:
+        EvaluationRequest(kind="binary", path=Path("x"), timing_max_runs=4).check_timing()
+    assert str(caught.value) == (
+        "--timing-max-runs 4 must be at least --timing-runs (12); give the same number for "
+        "exactly that many rounds."
+    )

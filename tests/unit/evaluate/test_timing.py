@@ -42,3 +42,116 @@ def test_no_share_above_the_floor_is_undefined_never_a_number() -> None:
     bars: dict[str, list[float] | None] = {}
     timing._above_floor(rows, spreads, "t", ratio, bars)
     assert ratio == {timing.ABOVE_FLOOR: None} and bars == {timing.ABOVE_FLOOR: None}
+
+
+# --- the rounds rule: at least the least, more until the interval is narrow, at most the cap
+
+
+def _fake_rounds(monkeypatch: Any, noise: Any) -> list[str]:
+    """Replace a round by made-up figures: ``noise(name, index)`` is the client's first
+    backup wall for its ``index``-th round (the other metrics follow it); returns the
+    order the rounds ran in."""
+    ran: list[str] = []
+
+    def one_round(client: Any, *_args: Any) -> dict[str, Any]:
+        name = client.name
+        index = sum(1 for n in ran if n == name)
+        ran.append(name)
+        wall = noise(name, index)
+        if wall is None:
+            return {m: None for m in timing.METRICS} | {"failed": "first_backup: exited 1"}
+        return {
+            "first_backup_wall": wall,
+            "first_backup_cpu": wall / 2,
+            "unchanged_wall": wall,
+            "unchanged_cpu": wall / 2,
+            "first_backup_exit": 0,
+            "unchanged_exit": 0,
+            "failed": None,
+        }
+
+    monkeypatch.setattr(timing, "_one_round", one_round)
+    return ran
+
+
+def _alternate(tmp_path: Any, **kwargs: Any) -> Any:
+    from pathlib import Path
+
+    clients = {"baseline": Path("baseline"), "candidate": Path("candidate")}
+    return timing.alternate(clients, size=64, workdir=tmp_path, **kwargs)
+
+
+def _jitter(spread_of: Any) -> Any:
+    """Walls of 20 ms with a seeded relative jitter of ``spread_of(index)``."""
+    import random
+
+    rng = random.Random(7)
+    return lambda name, index: 0.020 * (1 + spread_of(index) * (rng.random() - 0.5))
+
+
+def test_a_quiet_machine_stops_at_the_least_rounds(tmp_path: Any, monkeypatch: Any) -> None:
+    ran = _fake_rounds(monkeypatch, _jitter(lambda i: 0.01))
+    record = _alternate(tmp_path, rounds=12, max_rounds=36)
+    rule = record.rounds_rule
+    assert record.rounds == 12 and len(ran) == 24 and ran[:4] == ["baseline", "candidate"] * 2
+    assert rule.stopped == "target" and rule.min_rounds == 12 and rule.max_rounds == 36
+    width = rule.half_widths["first_backup_wall"]
+    assert width is not None and width <= timing.TARGET_HALF_WIDTH
+
+
+def test_a_wide_interval_adds_rounds_until_it_is_within_the_target(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    # the first rounds are noisy (±25 %), the later ones quiet (±0.5 %): the interval
+    # narrows only once enough quiet rounds have run
+    _fake_rounds(monkeypatch, _jitter(lambda i: 0.5 if i < 12 else 0.01))
+    record = _alternate(tmp_path, rounds=12, max_rounds=60)
+    rule = record.rounds_rule
+    assert rule.stopped == "target"
+    assert 12 < record.rounds < 60 and (record.rounds - 12) % timing.STEP == 0
+    bar, ratio = record.ratio_interval["first_backup_wall"], record.ratio["first_backup_wall"]
+    # the interval kept is the one the rule stopped on
+    assert abs((bar[1] - bar[0]) / 2 / ratio - rule.half_widths["first_backup_wall"]) < 1e-4
+    assert rule.half_widths["first_backup_wall"] <= timing.TARGET_HALF_WIDTH
+    # every client ran every round: the alternation is kept in the added blocks
+    assert all(c.spreads["first_backup_wall"].n == record.rounds for c in record.clients.values())
+
+
+def test_a_noisy_machine_stops_at_the_cap_and_says_so(tmp_path: Any, monkeypatch: Any) -> None:
+    _fake_rounds(monkeypatch, _jitter(lambda i: 1.0))
+    record = _alternate(tmp_path, rounds=12, max_rounds=20)
+    rule = record.rounds_rule
+    assert record.rounds == 20 and rule.stopped == "cap"
+    assert rule.half_widths["first_backup_wall"] > timing.TARGET_HALF_WIDTH
+    assert "at most 20" in rule.sentence(record.rounds) and "±" in rule.sentence(record.rounds)
+
+
+def test_without_a_cap_the_rounds_are_fixed(tmp_path: Any, monkeypatch: Any) -> None:
+    _fake_rounds(monkeypatch, _jitter(lambda i: 1.0))
+    record = _alternate(tmp_path, rounds=12)
+    assert record.rounds == 12 and record.rounds_rule.stopped == "fixed"
+    assert record.rounds_rule.sentence(12).startswith("12 rounds (a fixed number")
+
+
+def test_a_failed_round_stops_the_rounds_and_leaves_the_ratio_na(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    walls = _jitter(lambda i: 1.0)
+    _fake_rounds(monkeypatch, lambda n, i: None if (n, i) == ("candidate", 3) else walls(n, i))
+    record = _alternate(tmp_path, rounds=12, max_rounds=36)
+    assert record.rounds == 12 and record.rounds_rule.stopped == "failed-round"
+    assert record.ratio["first_backup_wall"] is None
+    assert record.rounds_rule.half_widths == {"first_backup_wall": None}
+
+
+def test_a_speed_goal_metric_decides_too(tmp_path: Any, monkeypatch: Any) -> None:
+    import random
+
+    rng = random.Random(3)
+    _fake_rounds(monkeypatch, lambda n, i: 0.020 * (1 + 0.01 * (rng.random() - 0.5)))
+    # the wall is quiet; a second deciding metric that is undefined stops the rounds there
+    record = _alternate(
+        tmp_path, rounds=12, max_rounds=36, metrics=("first_backup_wall", timing.ABOVE_FLOOR)
+    )
+    assert record.rounds_rule.stopped == "undefined" and record.rounds == 12
+    assert record.rounds_rule.metrics == ("first_backup_wall", timing.ABOVE_FLOOR)

@@ -223,3 +223,41 @@ def test_the_share_above_the_floor_has_a_row_of_its_own() -> None:
     assert row[0] == "first backup, wall above the floor"
     assert row[table.header.index("ratio")] == "0.50x"
     assert row[table.header.index("ratio 95% interval")] == "0.41x - 0.62x"
+
+
+def test_the_rounds_rule_round_trips_and_old_records_have_none() -> None:
+    from lab.model.evaluation import EvaluationLimits, RoundsRule
+
+    rule = RoundsRule(
+        min_rounds=12,
+        max_rounds=36,
+        target_half_width=0.05,
+        metrics=("first_backup_wall", "first_backup_cpu"),
+        stopped="target",
+        half_widths={"first_backup_wall": 0.031, "first_backup_cpu": None},
+    )
+    timing = Timing(rounds=16, size=1024, method="untraced", clients={}, rounds_rule=rule)
+    again = Timing.from_dict(timing.to_dict())
+    assert again == timing and again.rounds_rule is not None
+    assert "16 rounds (at least 12, at most 36" in again.rounds_rule.sentence(16)
+    assert "first_backup_wall ±3.1 %" in again.rounds_rule.sentence(16)
+    old = timing.to_dict()
+    del old["rounds_rule"]
+    assert Timing.from_dict(old).rounds_rule is None
+
+    limits = EvaluationLimits(
+        invocation_timeout_s=15.0,
+        build_timeout_s=600.0,
+        timing_runs=12,
+        timing_max_runs=36,
+        timing_target_half_width=0.05,
+        timing_metrics=("first_backup_wall",),
+        sandbox={"pids_max": 256},
+    )
+    assert EvaluationLimits.from_dict(limits.to_dict()) == limits
+    # a record frozen before the rule: its timing ran exactly timing_runs, and none of the
+    # rule's keys is taken for a sandbox bound
+    before = {"invocation_timeout_s": 30.0, "build_timeout_s": 600.0, "timing_runs": 20}
+    read = EvaluationLimits.from_dict(before | {"pids_max": 256})
+    assert read.timing_max_runs is None and read.sandbox == {"pids_max": 256}
+    assert read.to_dict() == before | {"pids_max": 256}
