@@ -68,13 +68,15 @@ MODES = {
 #: the modes measured unless --modes names others
 DEFAULT_MODES = ("untraced run --all", "traced run --all", "evaluate correct", "hanging evaluate")
 #: issue 11's goals for the head side's median (seconds, or ms for the added wall)
-#: (issue 25: untraced 1.0 s, traced 12 s, a correct candidate's evaluation 20 s)
+#: (issue 25: untraced 1.0 s, traced 12 s, a correct candidate's evaluation 20 s); those in
+#: ``EVERY_RUN`` are for the head side's largest value instead
+EVERY_RUN = ("interval half-width (%), first backup wall",)
 GOALS: dict[str, tuple[str, float]] = {
     "untraced run --all": ("<= 1.0 s", 1.0),
     "traced run --all": ("<= 12 s", 12.0),
     "evaluate correct": ("<= 20 s", 20.0),
     "hanging evaluate": ("<= 60 s", 60.0),
-    "interval half-width (%), first backup wall": ("<= 5 %", 5.0),
+    "interval half-width (%), first backup wall": ("<= 5 % in every run", 5.0),
     "bpftrace added wall per invocation (ms), traced": ("<= 50 ms", 50.0),
     "bpftrace added wall per invocation (ms), bpftrace": ("<= 50 ms", 50.0),
 }
@@ -106,7 +108,7 @@ def table_lines(table: dict[str, Any]) -> list[str]:
     for name, row in table.items():
         if not isinstance(row, dict):
             continue
-        h = row["head"]["median"]
+        h = row["head"]["max" if name in EVERY_RUN else "median"]
         # a ratio of two added-wall medians (noise around a few ms) means nothing
         ratio = row.get("ratio_head_to_base")
         goal = ""
@@ -150,6 +152,13 @@ def hanging_client(tree: Path, out: Path) -> Path:
         capture_output=True,
     )  # fmt: skip
     return out / "hostile-hang"
+
+
+def timing_rounds(results: dict[str, Any]) -> int | None:
+    """How many timing rounds an evaluation ran (the rounds rule stops between its bounds)."""
+    timing = ((results.get("evaluation") or {}).get("timing")) or {}
+    rounds = timing.get("rounds")
+    return None if rounds is None else int(rounds)
 
 
 def half_width_pct(results: dict[str, Any]) -> float | None:
@@ -277,6 +286,7 @@ def main() -> int:
                     continue
                 mode = [word.replace("{hang}", hang) for word in template]
                 widths: dict[str, list[float]] = {"base": [], "head": []}
+                ran: dict[str, list[float]] = {"base": [], "head": []}
                 walls: dict[str, list[float]] = {"base": [], "head": []}
                 added: dict[str, list[float]] = {"base": [], "head": []}
                 uncalibrated: dict[str, int] = {"base": 0, "head": 0}
@@ -304,6 +314,9 @@ def main() -> int:
                         width = half_width_pct(results) if name == "evaluate correct" else None
                         if width is not None:
                             widths[side].append(width)
+                        rounds = timing_rounds(results) if name == "evaluate correct" else None
+                        if rounds is not None:
+                            ran[side].append(float(rounds))
                 row: dict[str, Any] = {side: summary(v) for side, v in walls.items()}
                 row["runs_not_calibrated"] = uncalibrated
                 b, h = row["base"]["median"], row["head"]["median"]
@@ -312,6 +325,10 @@ def main() -> int:
                 if any(widths.values()):
                     table["interval half-width (%), first backup wall"] = {
                         side: summary(v) for side, v in widths.items()
+                    }
+                if any(ran.values()):
+                    table["timing rounds run, evaluate correct"] = {
+                        side: summary(v) for side, v in ran.items()
                     }
                 if name.split()[0] in ("traced", "bpftrace"):
                     table[f"bpftrace added wall per invocation (ms), {name.split()[0]}"] = {

@@ -42,6 +42,9 @@ def test_the_table_says_which_goal_is_met_missed_or_not_measured() -> None:
                              "runs_not_calibrated": {"base": 0, "head": 0}},
         "bpftrace added wall per invocation (ms), traced": {"base": _side(None),
                                                             "head": _side(None)},
+        # a median within the goal whose largest run is not: the half-width's goal is for
+        # every run
+        "interval half-width (%), first backup wall": {"base": _side(6.0), "head": _side(4.5)},
     }  # fmt: skip
     lines = tte.table_lines(table)
     assert lines[0] == "base a54d0ed, head fe894bd, 3 measured round(s)"
@@ -53,6 +56,11 @@ def test_the_table_says_which_goal_is_met_missed_or_not_measured() -> None:
     assert rows["evaluate correct"].endswith("<= 20 s: met")
     added = rows["bpftrace added wall per invocation (ms), traced"]
     assert added.endswith("<= 50 ms: not measured") and " - " in added
+    width = rows["interval half-width (%), first backup wall"]
+    assert width.endswith("<= 5 % in every run: NOT MET")
+    table["interval half-width (%), first backup wall"]["head"]["max"] = 4.9
+    again = {line.split("  ")[0]: line for line in tte.table_lines(table)[2:]}
+    assert again["interval half-width (%), first backup wall"].endswith("in every run: met")
 
 
 def test_an_evaluation_is_calibrated_by_its_instrument_check_and_its_verdict() -> None:
