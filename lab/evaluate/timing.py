@@ -283,7 +283,7 @@ def alternate(
                         row = _one_round(path, source, digest, workdir, log, timeout)
                     rows[name].append(row)
             spreads = {name: client_timing(runs) for name, runs in rows.items()}
-            ratio, bars = _ratios(rows, spreads, seed)
+            ratio, bars = _ratios(rows, spreads, seed, only=metrics)
             stopped, widths = _stop(ratio, bars, spreads, metrics, target)
             if stopped is None and wanted >= cap:
                 stopped = "cap" if cap > rounds else "fixed"
@@ -292,6 +292,8 @@ def alternate(
             wanted = min(cap, wanted + STEP)
     finally:
         source.unlink(missing_ok=True)
+    # every interval now (the deciding ones again: seeded, so the same as at the look)
+    ratio, bars = _ratios(rows, spreads, seed)
     rule = RoundsRule(
         min_rounds=rounds,
         max_rounds=cap,
@@ -328,10 +330,14 @@ def alternate(
 
 
 def _ratios(
-    rows: dict[str, list[dict[str, Any]]], spreads: dict[str, ClientTiming], seed: str
+    rows: dict[str, list[dict[str, Any]]],
+    spreads: dict[str, ClientTiming],
+    seed: str,
+    only: tuple[str, ...] | None = None,
 ) -> tuple[dict[str, float | None] | None, dict[str, list[float] | None] | None]:
     """Candidate ÷ baseline of the medians per metric and their intervals (None, None
-    without both clients)."""
+    without both clients); with ``only``, the intervals of those metrics alone (the rule's
+    look between blocks: a bootstrap is ~17 ms a metric at 20 rounds)."""
     if "baseline" not in rows or "candidate" not in rows:
         return None, None
     ratio: dict[str, float | None] = {}
@@ -345,13 +351,16 @@ def _ratios(
             bars[metric] = None
             continue
         ratio[metric] = round(cand.median / base.median, 4)
+        if only is not None and metric not in only:
+            bars[metric] = None
+            continue
         bar = interval.ratio_interval(
             [r[metric] for r in rows["baseline"]],
             [r[metric] for r in rows["candidate"]],
             seed=f"{seed}:{metric}",
         )
         bars[metric] = None if bar is None else list(bar)
-    if "floor" in rows:
+    if "floor" in rows and (only is None or ABOVE_FLOOR in only):
         _above_floor(rows, spreads, seed, ratio, bars)
     return ratio, bars
 

@@ -97,6 +97,8 @@ def test_a_quiet_machine_stops_at_the_least_rounds(tmp_path: Any, monkeypatch: A
     assert rule.stopped == "target" and rule.min_rounds == 12 and rule.max_rounds == 36
     width = rule.half_widths["first_backup_wall"]
     assert width is not None and width <= timing.TARGET_HALF_WIDTH
+    # the looks between blocks bootstrap the deciding metric alone; the record has them all
+    assert all(record.ratio_interval[m] is not None for m in timing.METRICS)
 
 
 def test_a_wide_interval_adds_rounds_until_it_is_within_the_target(
