@@ -154,16 +154,20 @@ def hanging_client(tree: Path, out: Path) -> Path:
     return out / "hostile-hang"
 
 
+def _timing(results: dict[str, Any]) -> dict[str, Any]:
+    """An evaluation's timing record ({} for a run, or an evaluation without timing)."""
+    return ((results.get("evaluation") or {}).get("timing")) or {}
+
+
 def timing_rounds(results: dict[str, Any]) -> int | None:
     """How many timing rounds an evaluation ran (the rounds rule stops between its bounds)."""
-    timing = ((results.get("evaluation") or {}).get("timing")) or {}
-    rounds = timing.get("rounds")
+    rounds = _timing(results).get("rounds")
     return None if rounds is None else int(rounds)
 
 
 def half_width_pct(results: dict[str, Any]) -> float | None:
     """The first backup's candidate ÷ baseline interval, half its width in % of the ratio."""
-    timing = ((results.get("evaluation") or {}).get("timing")) or {}
+    timing = _timing(results)
     ratio = (timing.get("ratio") or {}).get("first_backup_wall")
     bar = (timing.get("ratio_interval") or {}).get("first_backup_wall")
     if not ratio or not bar:

@@ -36,8 +36,8 @@ from lab.campaign.settle import Settings, evaluation_options, settle
 from lab.campaign.shard import CampaignShard, plan_shard
 from lab.campaign.task import CampaignRequest, Task, load_task
 from lab.errors import CampaignError
-from lab.evaluate.candidate import BUILD_TIMEOUT_S, build, prepare
-from lab.evaluate.judge import check_instrument, freeze, judge_built
+from lab.evaluate.candidate import build, prepare
+from lab.evaluate.judge import check_instrument, freeze, frozen_limits, judge_built
 from lab.evaluate.verdicts import CALIBRATION_SCENARIOS, failed_clauses
 from lab.evidence.archive import ArchiveInfo
 from lab.evidence.test_result import write_test_results
@@ -45,8 +45,7 @@ from lab.host import identity, procs
 from lab.host.clock import epoch_to_rfc3339
 from lab.model import RunResult, ScenarioResult
 from lab.model.campaign import AgentRecord, CampaignRecord, Outcome, PatchRecord, RepetitionRecord
-from lab.model.evaluation import Evaluation, EvaluationLimits, FrozenEvaluation
-from lab.model.timing import TARGET_HALF_WIDTH
+from lab.model.evaluation import Evaluation, FrozenEvaluation
 from lab.pipeline import (
     Setup,
     finish,
@@ -57,7 +56,7 @@ from lab.pipeline import (
 )
 from lab.run.options import check_client
 from lab.run.shard import check_run_id
-from lab.sandbox import SandboxSettings, boxfs, cell_dirs
+from lab.sandbox import boxfs, cell_dirs
 from lab.workloads.backup import scenario
 
 #: what a campaign record holds once its repetitions ran (not in ``campaign/campaign.json``)
@@ -91,16 +90,7 @@ def execute(
     ev = settings.evaluation
     conditions = scenario.select(resources.scenarios_dir() / "candidate", [], True)
     calibration = scenario.select(resources.scenarios_dir(), list(CALIBRATION_SCENARIOS), False)
-    limits = EvaluationLimits(
-        invocation_timeout_s=ev.timeout_s,
-        build_timeout_s=BUILD_TIMEOUT_S,
-        timing_runs=ev.timing_runs,
-        timing_max_runs=ev.timing_cap,
-        timing_target_half_width=TARGET_HALF_WIDTH,
-        timing_metrics=ev.timing_metrics,
-        # every bound of the sandbox a judged or timed invocation runs in (time above)
-        sandbox=SandboxSettings().to_dict(),
-    )
+    limits = frozen_limits(ev)
     frozen = freeze(conditions, size=ev.size, repetitions=ev.repetitions, limits=limits)
     # a shard's repetitions and ids are settled before anything is written or started
     part = None if request.shard is None else plan_shard(request, task, settings, frozen)

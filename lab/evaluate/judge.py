@@ -94,6 +94,21 @@ FROZEN_FILES = (
 )
 
 
+def frozen_limits(request: EvaluationRequest) -> EvaluationLimits:
+    """The limits an evaluation (or a campaign's, ``request`` its settled one) freezes:
+    the time limits, the timing rounds' rule and every bound of the sandbox."""
+    return EvaluationLimits(
+        invocation_timeout_s=request.timeout_s,
+        build_timeout_s=BUILD_TIMEOUT_S,
+        timing_runs=request.timing_runs,
+        timing_max_runs=request.timing_cap,
+        timing_target_half_width=TARGET_HALF_WIDTH,
+        timing_metrics=request.timing_metrics,
+        # every bound of the sandbox a judged or timed invocation runs in (time above)
+        sandbox=SandboxSettings().to_dict(),
+    )
+
+
 def freeze(
     conditions: list[scenario.Scenario],
     *,
@@ -164,16 +179,7 @@ def _execute(
 
     conditions = scenario.select(resources.scenarios_dir() / "candidate", [], True)
     calibration = scenario.select(resources.scenarios_dir(), list(CALIBRATION_SCENARIOS), False)
-    limits = EvaluationLimits(
-        invocation_timeout_s=request.timeout_s,
-        build_timeout_s=BUILD_TIMEOUT_S,
-        timing_runs=request.timing_runs,
-        timing_max_runs=request.timing_cap,
-        timing_target_half_width=TARGET_HALF_WIDTH,
-        timing_metrics=request.timing_metrics,
-        # every bound of the sandbox a judged or timed invocation runs in (time above)
-        sandbox=SandboxSettings().to_dict(),
-    )
+    limits = frozen_limits(request)
     given = request.path
     if not given.exists():
         raise UsageError(f"{given}: no such file or directory; give the candidate's path.")

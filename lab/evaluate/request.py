@@ -77,7 +77,7 @@ class EvaluationRequest:
         """The most timing rounds: ``timing_max_runs``, or ``CAP_FACTOR`` × the least."""
         if self.timing_max_runs is None:
             return CAP_FACTOR * self.timing_runs
-        return max(self.timing_runs, self.timing_max_runs)
+        return self.timing_max_runs
 
     def check_timing(self) -> None:
         """A UsageError naming the option when the timing rounds asked for cannot be run."""

@@ -286,7 +286,7 @@ def alternate(
             ratio, bars = _ratios(rows, spreads, seed, only=metrics)
             stopped, widths = _stop(ratio, bars, spreads, metrics, target)
             if stopped is None and wanted >= cap:
-                stopped = "cap" if cap > rounds else "fixed"
+                stopped = "cap"  # "fixed" below when no more rounds were allowed
             if stopped is not None:
                 break
             wanted = min(cap, wanted + STEP)

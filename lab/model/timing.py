@@ -117,7 +117,8 @@ class RoundsRule:
 
     def sentence(self, rounds: int) -> str:
         """E.g. "16 rounds (at least 12, at most 36, until every deciding 95 % interval is
-        within ±5 %: first_backup_wall ±3.9 %)"."""
+        within ±5 %; stopped: every deciding interval was within the target;
+        first_backup_wall ±3.9 %)"."""
         widths = ", ".join(
             f"{m} " + ("N/A" if w is None else f"±{100 * w:.1f} %")
             for m, w in self.half_widths.items()
