@@ -106,6 +106,13 @@ def git_dirty(repo: Path) -> bool | None:
     return bool((done.output or b"").strip())
 
 
+def source_state(repo: Path) -> dict[str, Any]:
+    """The lab source's ``git_commit`` and ``git_dirty`` (two git commands), read once per
+    run: beside its first passes (``lab.pipeline.prepare.setup``), where they cost the run
+    nothing, instead of after its last."""
+    return {"git_commit": git_commit(repo), "git_dirty": git_dirty(repo)}
+
+
 def in_lab_image() -> bool:
     """True inside the lab image (its Dockerfile sets LAB_IN_IMAGE=1 and writes a manifest).
     ``/.dockerenv`` is no evidence: some hosts are themselves containers."""
@@ -126,14 +133,16 @@ def image_identity() -> dict[str, Any] | None:
 
 
 def environment(repo: Path, client: Path, facts: dict[str, Any]) -> dict[str, Any]:
-    """The run's identity; ``facts`` are doctor's (CPU model, tool versions)."""
+    """The run's identity; ``facts`` are doctor's (CPU model, tool versions), with the
+    source's state under ``source`` when it was read ahead (``source_state``)."""
     uname = platform.uname()
+    source = facts.get("source") or source_state(repo)
     tool_versions = {k: v for k, v in facts.get("tool_versions", {}).items() if v}
     # the interpreter running the lab (docs/build-type.md lists Python among the tools)
     tool_versions.setdefault("python", f"Python {platform.python_version()}")
     return {
-        "git_commit": git_commit(repo),
-        "git_dirty": git_dirty(repo),
+        "git_commit": source["git_commit"],
+        "git_dirty": source["git_dirty"],
         # what `uname -r` prints (docs/build-type.md); the architecture is its own field
         "kernel": uname.release,
         "machine": uname.machine,

@@ -65,10 +65,11 @@ def plan_passes(
 class Setup:
     """What every run needs before its first pass: observers, passes, the signer.
 
-    The machine's facts (tool versions: eight commands) and an ephemeral signing key are
-    made on threads of their own once the first pass has begun (``later``: the run's
-    critical path, from the command to its longest pass, is then not slowed by them);
-    reading ``facts`` or ``signer`` starts them if nothing did and waits. A key named by
+    The machine's facts (tool versions: eight commands; the source's git state: two) and an
+    ephemeral signing key are made on threads of their own once the first client runs
+    (``later``: the run's critical path, from the command to its longest pass, is then not
+    slowed by them: the passes' own set-up holds the interpreter lock, a client's run does
+    not); reading ``facts`` or ``signer`` starts them if nothing did and waits. A key named by
     ``LAB_SIGNING_KEY`` is read before anything runs, so that a bad one stops the run at
     once with its sentence."""
 
@@ -79,7 +80,7 @@ class Setup:
     actions: list[str]
     signer_later: Future[Signer | None]
     #: what is made beside the passes, started by ``later.begin()`` (the runner calls it
-    #: as its first pass begins)
+    #: as the run's first client starts: ``Runner.client_started``)
     later: Later = field(default_factory=lambda: Later())
     #: the run's sandbox; None with --sandbox off
     sandbox: Sandbox | None = None
@@ -216,7 +217,7 @@ def setup(collector: str, packets: str, *, archive: bool, say: Callable[[str], N
     # python -m lab doctor always probes afresh
     doc = doctor_mod.check(mount=True, collectors=wanted, facts=False, reuse=True)
     later = Later()
-    facts = later.add(doctor_mod.gather_facts)
+    facts = later.add(_facts)
     for name in COLLECTOR_NAMES:
         # what was not asked for was not probed: said so, never probed as absent
         doc.observers.setdefault(
@@ -247,6 +248,16 @@ def setup(collector: str, packets: str, *, archive: bool, say: Callable[[str], N
         signer_later=signer,
         later=later,
     )
+
+
+def _facts() -> dict[str, Any]:
+    """The machine's facts (doctor's) and the lab source's git state, read beside the
+    passes."""
+    from lab import resources
+    from lab.host import doctor as doctor_mod
+    from lab.host import identity
+
+    return {**doctor_mod.gather_facts(), "source": identity.source_state(resources.package_root())}
 
 
 def _signer(later: Later, say: Callable[[str], None]) -> Future[Signer | None]:

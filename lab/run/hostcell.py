@@ -74,7 +74,9 @@ class HostCell:
         stdout: Path,
         stderr: Path,
         purpose: str,
+        started: Callable[[], None] | None = None,
     ) -> Outcome:
+        """One invocation on the host; ``started``: called as the client is started."""
         home = self.scratch / f"home-{index}"
         home.mkdir(exist_ok=True)
         env = {**ENVIRONMENT, "HOME": str(home), "TMPDIR": str(home)}
@@ -84,6 +86,8 @@ class HostCell:
         out.start()
         err.start()
         t0 = time.monotonic()
+        if started is not None:
+            started()
         try:
             done = procs.run(
                 wrap(list(client_argv)),

@@ -82,9 +82,8 @@ class Runner:
         on_start: Callable[[], None] | None = None,
     ) -> None:
         self.plan = plan
-        #: called once, as the run's first pass begins (what the pipeline makes beside the
-        #: passes waits for it, so that the longest pass starts first)
-        self.on_start = on_start
+        self.on_start = on_start  # called once, as the first client runs: client_started
+        self._start_lock = threading.Lock()
         self.run_dir = run_dir
         self.observers = observers
         self.sandbox = sandbox
@@ -211,11 +210,15 @@ class Runner:
         self, scenario: Scenario, rep: int, collector_name: str, *, shared: SharedSlot | None = None
     ) -> Pass:
         """``run_pass`` with the unit's own evidence directory and seed."""
-        started, self.on_start = self.on_start, None
-        if started is not None:
-            started()
         base, seed = self.base_dir(scenario, rep), self._seed(scenario, rep)
         return self.run_pass(scenario, rep, collector_name, base, seed, shared=shared)
+
+    def client_started(self) -> None:
+        """A client runs: the first call begins ``on_start`` (the work beside the passes)."""
+        with self._start_lock:
+            started, self.on_start = self.on_start, None
+        if started is not None:
+            started()
 
     def abort(self) -> None:
         """Stop overlapping passes: none starts after this, every running process is stopped
@@ -487,6 +490,7 @@ class Runner:
             stdout=inv_dir / "client.stdout",
             stderr=inv_dir / "client.stderr",
             purpose=f"client invocation {index} ({labels['scenario']}, pass {p.collector})",
+            started=self.client_started,
         )
         exited_ns = time.monotonic_ns()
         ctx.client_pid = outcome.main_pid

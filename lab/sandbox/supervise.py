@@ -180,8 +180,10 @@ def supervise(
     head: int = DEFAULT_HEAD,
     tail: int = DEFAULT_TAIL,
     echo: tuple[Callable[[bytes], None], Callable[[bytes], None]] | None = None,
+    started: Callable[[], None] | None = None,
 ) -> Outcome:
-    """``echo``: callbacks given each chunk of stdout and of stderr as it arrives."""
+    """``echo``: callbacks given each chunk of stdout and of stderr as it arrives;
+    ``started``: called once the client's main process runs (not if it never does)."""
     status_r, status_w = os.pipe()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
@@ -202,7 +204,7 @@ def supervise(
             os.close(fd)
     outcome = Outcome(exit_status=None, timed_out=False, wall_s=0.0, cpu_s=None, main_pid=None)
     try:
-        _watch(outcome, bg, status, group, t0, timeout_s, linger_grace_s)
+        _watch(outcome, bg, status, group, t0, timeout_s, linger_grace_s, started)
     finally:
         # whatever happened above (an error, Ctrl-C): nothing of the client survives
         outcome.contained = group.kill() and outcome.contained
@@ -226,6 +228,7 @@ def _watch(
     t0: float,
     timeout_s: float,
     linger_grace_s: float,
+    started: Callable[[], None] | None = None,
 ) -> None:
     deadline = t0 + timeout_s
     # bwrap reports the client's pid once the sandbox is set up; if bwrap fails first, the
@@ -240,6 +243,8 @@ def _watch(
     if status.child_pid is None:
         return
     outcome.main_pid = _first_child(status.child_pid) or status.child_pid
+    if started is not None:
+        started()
     # the client's main process exited when bwrap reports its exit code (its init then
     # lives on, reaping, while anything the client left runs)
     exited = status.got_exit.wait(max(0.0, deadline - time.monotonic()))

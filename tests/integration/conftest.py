@@ -1,12 +1,19 @@
 from __future__ import annotations
 
+import os
+import secrets
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.conftest import ROOT, require
+
+if TYPE_CHECKING:
+    from lab.sandbox import Sandbox
 
 
 @pytest.fixture(scope="session")
@@ -28,3 +35,15 @@ def sandbox_ready() -> None:
 
     status = probe()
     require("sandbox", status.available, status.reason)
+
+
+@pytest.fixture
+def sandbox(sandbox_ready: None) -> Iterator[Sandbox]:
+    """A run's sandbox of its own (client users, run cgroup), closed after the test."""
+    from lab.sandbox import Sandbox
+
+    opened = Sandbox.open(f"test-{os.getpid()}-{secrets.token_hex(3)}")
+    try:
+        yield opened
+    finally:
+        opened.close()

@@ -5,8 +5,6 @@ Neither may come out of the rounds with a speed figure."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,15 +16,6 @@ from tests.conftest import ROOT
 pytestmark = pytest.mark.usefixtures("sandbox_ready")
 
 BASELINE = ROOT / "native" / "backup-client"
-
-
-@pytest.fixture
-def sandbox() -> Iterator[Sandbox]:
-    opened = Sandbox.open(f"test-rounds-{os.getpid()}")
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 def test_a_client_that_looks_for_a_timing_round_finds_none(

@@ -116,6 +116,41 @@ def test_the_kernel_is_uname_r(tmp_path: Path) -> None:
         assert env["kernel"] == uname_r.stdout.strip()
 
 
+def test_the_source_state_read_ahead_is_the_one_recorded(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A run reads its git state beside its first passes (``identity.source_state`` on the
+    pipeline's ``later``); the environment then records that, running no git at its end."""
+
+    def no_git(repo: Path) -> None:
+        raise AssertionError("git was run again at the end of the run")
+
+    monkeypatch.setattr(identity, "git_commit", no_git)
+    monkeypatch.setattr(identity, "git_dirty", no_git)
+    ahead = {"source": {"git_commit": "a" * 40, "git_dirty": True}}
+    env = identity.environment(tmp_path, tmp_path / "no-client", ahead)
+    assert (env["git_commit"], env["git_dirty"]) == ("a" * 40, True)
+
+
+def test_the_source_state_is_the_repository_s(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("LAB_GIT_COMMIT", raising=False)
+    monkeypatch.delenv("LAB_GIT_DIRTY", raising=False)
+    assert identity.source_state(tmp_path) == {"git_commit": None, "git_dirty": None}
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (tmp_path / "tracked").write_text("one\n")
+    subprocess.run([*git, "add", "tracked"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "one"], check=True)
+    head = subprocess.run(
+        [*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert identity.source_state(tmp_path) == {"git_commit": head, "git_dirty": False}
+    (tmp_path / "tracked").write_text("two\n")
+    assert identity.source_state(tmp_path) == {"git_commit": head, "git_dirty": True}
+
+
 def test_the_repository_comes_from_the_builder_never_from_git_remote() -> None:
     github = {"GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "owner/lab"}
     assert identity.git_repository(github) == "https://github.com/owner/lab"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from lab.errors import ClientError, CollectorError, ScenarioError, SchemaError, UsageError
-from lab.host import doctor
+from lab.host import doctor, identity
 from lab.model import ObserverStatus, RunResult
 from lab.pipeline import RunRequest, archived_files, setup, write_results
 from lab.pipeline import run as orchestrate
@@ -82,8 +82,13 @@ def probed(monkeypatch: pytest.MonkeyPatch) -> dict[str, ObserverStatus]:
     monkeypatch.setattr(doctor, "check", check)
     # a run gathers the machine's facts on a thread of its own, beside the first passes
     monkeypatch.setattr(doctor, "gather_facts", lambda: {"kernel_release": "6.1"})
+    # and the lab source's git state with them (two git commands, off the run's end)
+    monkeypatch.setattr(identity, "source_state", lambda repo: dict(SOURCE, repo=str(repo)))
     monkeypatch.setattr(sys.modules[__name__], "ASKED", asked)
     return found
+
+
+SOURCE = {"git_commit": "0" * 40, "git_dirty": False}
 
 
 def test_setup_plans_and_says_what_it_did(probed: dict[str, ObserverStatus]) -> None:
@@ -92,7 +97,11 @@ def test_setup_plans_and_says_what_it_did(probed: dict[str, ObserverStatus]) -> 
     assert said == ["mounted tracefs"]
     assert prepared.passes == ["none", "strace", "bpftrace", "perf"]
     assert prepared.skipped == {"packets": "packet capture off (--packets off)"}
-    assert prepared.signer is None and prepared.facts == {"kernel_release": "6.1"}
+    assert prepared.signer is None
+    assert prepared.facts == {
+        "kernel_release": "6.1",
+        "source": {**SOURCE, "repo": str(ROOT)},
+    }
     # only what the run uses is probed (packet capture is off here), reusing this boot's
     # proofs (lab.host.probecache), and the facts are gathered beside the passes
     assert ASKED["collectors"] == ["strace", "bpftrace", "perf"]

@@ -246,6 +246,26 @@ def test_jobs_1_runs_scenario_after_scenario_as_before(tmp_path: Path) -> None:
     assert not any(p.concurrent for r in results for p in r.passes)
 
 
+def test_what_runs_beside_the_passes_begins_once_as_the_first_client_runs(
+    tmp_path: Path,
+) -> None:
+    """Not as the first pass begins: its set-up (namespace, endpoints, jail) holds the
+    interpreter lock and would wait for the tool versions and the imports for the end."""
+    runner, events = _runner(tmp_path, 3, ["none"])
+    begun: list[int] = []
+    runner.on_start = lambda: begun.append(len(events))
+    runner.run()
+    assert len(events) == 4 and begun == []  # no client ran (run_pass is a stand-in)
+    clients = [threading.Thread(target=runner.client_started) for _ in range(8)]
+    for thread in clients:
+        thread.start()
+    for thread in clients:
+        thread.join()
+    assert begun == [4]
+    runner.client_started()
+    assert begun == [4]
+
+
 def _run(passes: list[list[Pass]], concurrency: dict[str, Any] | None) -> RunResult:
     scenarios = [
         ScenarioResult(
