@@ -85,9 +85,9 @@ class HostCell:
         out, err = CappedStream(out_r, stdout), CappedStream(err_r, stderr)
         out.start()
         err.start()
-        t0 = time.monotonic()
         if started is not None:
             started()
+        t0 = time.monotonic()
         try:
             done = procs.run(
                 wrap(list(client_argv)),

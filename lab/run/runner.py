@@ -214,11 +214,11 @@ class Runner:
         return self.run_pass(scenario, rep, collector_name, base, seed, shared=shared)
 
     def client_started(self) -> None:
-        """A client runs: the first call begins ``on_start`` (the work beside the passes)."""
+        """The first call begins ``on_start``, on a thread (the watch timing the client goes on)."""
         with self._start_lock:
             started, self.on_start = self.on_start, None
         if started is not None:
-            started()
+            threading.Thread(target=started, name="lab-beside", daemon=True).start()
 
     def abort(self) -> None:
         """Stop overlapping passes: none starts after this, every running process is stopped

@@ -253,16 +253,27 @@ def test_what_runs_beside_the_passes_begins_once_as_the_first_client_runs(
     interpreter lock and would wait for the tool versions and the imports for the end."""
     runner, events = _runner(tmp_path, 3, ["none"])
     begun: list[int] = []
-    runner.on_start = lambda: begun.append(len(events))
+    once = threading.Event()
+    watching = threading.Event()
+
+    def beside() -> None:
+        watching.wait(5)  # begun on a thread of its own: a client's watch is not held up
+        begun.append(len(events))
+        once.set()
+
+    runner.on_start = beside
     runner.run()
     assert len(events) == 4 and begun == []  # no client ran (run_pass is a stand-in)
     clients = [threading.Thread(target=runner.client_started) for _ in range(8)]
     for thread in clients:
         thread.start()
     for thread in clients:
-        thread.join()
-    assert begun == [4]
+        thread.join(2)
+    assert not any(thread.is_alive() for thread in clients)
+    watching.set()
+    assert once.wait(5)
     runner.client_started()
+    time.sleep(0.05)
     assert begun == [4]
 
 
