@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 from collections.abc import Callable, Sequence
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from lab import __version__, resources
+from lab.errors import ArchiveError
 from lab.host import identity
 from lab.host.clock import now_rfc3339
 from lab.judge import aggregate
@@ -38,6 +40,7 @@ from lab.workloads import workload
 
 if TYPE_CHECKING:
     from lab.evidence.archive import ArchiveInfo
+    from lab.evidence.packing import Packer
     from lab.evidence.signing import Signer
     from lab.pipeline.drawing import Drawer
     from lab.reports import ArchivedFile
@@ -169,7 +172,19 @@ def finish(
     archive; ``dependencies`` are further inputs the provenance names (a merge's shards);
     ``drawer``: the run's PDF drawer (``lab.pipeline.drawing``), or None to draw here;
     ``meanwhile``: what the caller does while the drawer draws (print the verdict)."""
-    report(result, run_dir, say=say, drawer=drawer, meanwhile=meanwhile)
+    packer = None
+    if signer is not None:
+        from lab.evidence.archive import packer_for
+
+        packer = packer_for(run_dir, int(started_epoch))
+
+    def beside() -> None:  # while the PDF is drawn: the verdict, and most of the archive
+        if meanwhile is not None:
+            meanwhile()
+        if packer is not None:
+            prepare_archive(packer)
+
+    report(result, run_dir, say=say, drawer=drawer, meanwhile=beside)
     if signer is None:
         return None
     return seal(
@@ -179,7 +194,19 @@ def finish(
         started_epoch=started_epoch,
         say=say,
         dependencies=dependencies,
+        packer=packer,
     )
+
+
+def prepare_archive(packer: Packer) -> None:
+    """Compress what the archive will hold of the run directory as it is now (everything
+    but the PDF and what ``write_archive`` generates). Nothing is refused or written here:
+    ``write_archive`` checks every file (names, links, private keys) as it always does, and
+    a file that changes after this is compressed again (``lab.evidence.packing``)."""
+    from lab.evidence.archive import collect_files
+
+    with contextlib.suppress(ArchiveError, OSError):
+        packer.prepare(collect_files(packer.run_dir))
 
 
 def report(
@@ -227,6 +254,7 @@ def seal(
     dependencies: list[dict[str, Any]] | None = None,
     scenarios: list[str] | None = None,
     observers: bool = True,
+    packer: Packer | None = None,
 ) -> ArchiveInfo:
     """Seal: ``SHA256SUMS``, its signatures, the provenance and the archive. ``scenarios``:
     the provenance's scenario list (default: the run's options); ``observers``: whether the
@@ -267,7 +295,13 @@ def seal(
         dependencies=list(dependencies or []),
     )
     say("Signing and packing the evidence archive…")
-    return write_archive(run_dir, signer=signer, provenance_inputs=inputs, epoch=int(started_epoch))
+    return write_archive(
+        run_dir,
+        signer=signer,
+        provenance_inputs=inputs,
+        epoch=int(started_epoch),
+        packer=packer,
+    )
 
 
 def archived_files(run_dir: Path) -> list[ArchivedFile]:

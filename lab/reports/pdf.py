@@ -34,7 +34,7 @@ from reportlab.platypus import (
 )
 
 from lab.model import CLAUSES, RunResult, Verdict
-from lab.reports import ArchivedFile, charts, fonts
+from lab.reports import ArchivedFile, charts, fonts, pdf_charts
 from lab.reports.outline import run_outline
 from lab.reports.pdf_blocks import (
     CELL_FONT,
@@ -47,6 +47,7 @@ from lab.reports.pdf_blocks import (
     STYLES,
     WIDTH,
     Document,
+    Para,
     document_date,
     epoch_of,
     footer,
@@ -117,7 +118,7 @@ def render_pdf(
 
 def _story(run: RunResult, sections: list[Section], lanes: list[Swimlane]) -> list[Flowable]:
     story: list[Flowable] = [
-        Paragraph("Execution Evidence Lab report", STYLES["title"]),
+        Para("Execution Evidence Lab report", STYLES["title"]),
         para(f"{run.started_at} to {run.finished_at}: {run_name(run.run_id)}", "body"),
     ]
     for number, section in enumerate(sections):
@@ -178,7 +179,7 @@ def _matrix_cell(verdict: Verdict | None) -> Paragraph:
         second = "as expected"
     else:
         second = f"expected {escape(verdict.expected)}"
-    return Paragraph(
+    return Para(
         f"<font size=6.6><b>{escape(verdict.observed)}</b></font><br/><font size=6>{second}</font>",
         STYLES["cell"],
     )
@@ -201,9 +202,7 @@ def _matrix(run: RunResult) -> list[Flowable]:
         [
             para("scenario", "cellhead"),
             *(
-                Paragraph(
-                    f"<b>{c}</b><br/><font size=6>{escape(clause_name(c))}</font>", STYLES["cell"]
-                )
+                Para(f"<b>{c}</b><br/><font size=6>{escape(clause_name(c))}</font>", STYLES["cell"])
                 for c in CLAUSES
             ),
             para("calibration", "cellhead"),
@@ -232,7 +231,7 @@ def _matrix(run: RunResult) -> list[Flowable]:
             f"{cal.not_observed} not observed"
         )
         row.append(
-            Paragraph(
+            Para(
                 f"<font size=6.5>{counts}</font>",
                 STYLES["strongcell" if cal.not_met else "cell"],
             )
@@ -287,7 +286,7 @@ def _legend() -> Table:
 
 def _chart(chart: charts.BarChart, *, caption: bool = True) -> list[Flowable]:
     """A chart and its caption and notes, as one group to keep on one page."""
-    parts: list[Flowable] = [charts.draw(chart, WIDTH), Spacer(1, 3)]
+    parts: list[Flowable] = [pdf_charts.draw(chart, WIDTH), Spacer(1, 3)]
     if caption:
         parts.append(para(chart.caption, "note"))
     parts += [para(note, "note") for note in chart.notes]

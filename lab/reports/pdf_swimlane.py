@@ -10,6 +10,10 @@ how many others report.html draws.
 
 from __future__ import annotations
 
+# reportlab reads its settings as its graphics modules are imported: these first
+import lab.reports.reportlab_settings  # noqa: F401
+
+# isort: split
 from reportlab.graphics.shapes import Drawing, Rect, String
 from reportlab.lib import colors
 from reportlab.platypus import Flowable, Spacer

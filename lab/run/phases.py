@@ -44,7 +44,7 @@ from lab.errors import LabError
 from lab.host.procs import CommandLog
 from lab.model import Pass, ScenarioResult, SharedSession
 from lab.run.plan import Plan
-from lab.run.schedule import OVERLAPPING, Spans, run_ordered
+from lab.run.schedule import OVERLAPPING, Spans, lead_first, run_ordered
 from lab.sandbox import Reservation, Sandbox
 from lab.workloads.backup.endpoint import passes_at_once
 from lab.workloads.backup.scenario import Scenario
@@ -162,9 +162,11 @@ def run_phase(
 
     passes_at_once(jobs)
     try:
+        lead = min(indexes, key=lambda i: _start_order(units[i]), default=None)  # set up alone
+        each = lead_first(work, lead) if jobs > 1 and lead is not None else work
         run_ordered(
             indexes,
-            work,
+            each,
             jobs=jobs,
             done=done,
             abort=runner.abort,

@@ -37,13 +37,8 @@ from lab.collectors.base import (
 from lab.errors import ClientError, CollectorError, LabError
 from lab.host import procs
 from lab.host.clock import now_rfc3339
-from lab.model import (
-    Invocation,
-    ObserverStatus,
-    Pass,
-    ScenarioResult,
-)
-from lab.run import phases
+from lab.model import Invocation, ObserverStatus, Pass, ScenarioResult
+from lab.run import phases, schedule
 from lab.run.deferred import Deferred, deferrable
 from lab.run.hostcell import HostCell
 from lab.run.invocation import (
@@ -214,7 +209,9 @@ class Runner:
         return self.run_pass(scenario, rep, collector_name, base, seed, shared=shared)
 
     def client_started(self) -> None:
-        """The first call begins ``on_start``, on a thread (the watch timing the client goes on)."""
+        """A client runs: the first call begins ``on_start``, on a thread (the watch timing
+        the client goes on); a phase's longest pass lets the others start (lab.run.schedule)."""
+        schedule.client_running()
         with self._start_lock:
             started, self.on_start = self.on_start, None
         if started is not None:

@@ -9,7 +9,7 @@ from reportlab.graphics.shapes import Drawing, String
 
 from lab.model import PerfSummary, RunResult, ScenarioResult
 from lab.model.observed import PerfSymbol
-from lab.reports import charts, symbols
+from lab.reports import charts, pdf_charts, symbols
 from tests.unit.reports.reports_sample import SIZE
 
 
@@ -92,7 +92,7 @@ def _strings(d: Drawing) -> list[str]:
 def test_draw_labels_every_category_series_and_axis(sample_run: RunResult) -> None:
     chart = charts.source_bytes_chart(sample_run)
     assert chart is not None
-    d = charts.draw(chart, 480)
+    d = pdf_charts.draw(chart, 480)
     labels = _strings(d)
     assert chart.title in labels and chart.axis_label in labels
     for name in chart.categories:
@@ -106,7 +106,7 @@ def test_draw_labels_every_category_series_and_axis(sample_run: RunResult) -> No
 def test_draw_never_overlaps_category_labels(sample_run: RunResult) -> None:
     chart = charts.connections_chart(sample_run)
     assert chart is not None
-    d = charts.draw(chart, 480)
+    d = pdf_charts.draw(chart, 480)
     ys = sorted(c.y for c in d.contents if isinstance(c, String) and c.text in chart.categories)
     assert all(b - a >= 9 for a, b in itertools.pairwise(ys))
 
@@ -119,7 +119,7 @@ def test_draw_writes_not_observed_for_missing_values() -> None:
         series=[charts.Series("s", "#000000")],
         values=[[3.0], [None]],
     )
-    labels = _strings(charts.draw(chart, 300))
+    labels = _strings(pdf_charts.draw(chart, 300))
     assert "not observed" in labels and "3" in labels
 
 

@@ -17,9 +17,10 @@ import pytest
 
 from lab.model import Pass, RunResult, ScenarioResult
 from lab.reports.run import concurrency_statement
+from lab.run import schedule
 from lab.run.plan import Plan
 from lab.run.runner import Runner
-from lab.run.schedule import Cancelled, Spans, decide, run_ordered
+from lab.run.schedule import Cancelled, Spans, decide, lead_first, run_ordered
 from lab.workloads.backup.scenario import Scenario
 
 
@@ -172,20 +173,32 @@ def test_an_interrupt_on_the_main_thread_stops_every_worker_then_propagates() ->
 # -- the runner: the passes of each phase overlap, phases one after another, order kept -----
 
 
-def _scenario(name: str) -> Scenario:
+def _scenario(name: str, wall_s: float = 0.0) -> Scenario:
     return cast(
         Scenario,
         SimpleNamespace(
             name=name,
             description=name,
             path=Path(f"{name}.yaml"),
-            expected_client_wall_s=lambda: 0.0,
+            expected_client_wall_s=lambda: wall_s,
         ),
     )
 
 
-def _runner(tmp_path: Path, jobs: int, passes: list[str]) -> tuple[Runner, list[Any]]:
-    scenarios = [_scenario(n) for n in ("alpha", "beta", "gamma", "delta")]
+def _runner(
+    tmp_path: Path,
+    jobs: int,
+    passes: list[str],
+    *,
+    starts_client: bool = True,
+    longest: str | None = None,
+    setup_s: float = 0.0,
+) -> tuple[Runner, list[Any]]:
+    """A runner whose passes are stand-ins: each sets up for ``setup_s``, then says its
+    client runs (``starts_client``), as supervise does, then sleeps; ``longest``: the
+    scenario whose expectations promise the longest client."""
+    names = ("alpha", "beta", "gamma", "delta")
+    scenarios = [_scenario(n, 1.0 if n == longest else 0.0) for n in names]
     client = tmp_path / "client"
     client.write_bytes(b"#!/bin/sh\n")
     plan = Plan(scenarios=scenarios, passes=passes, packets="off", client=client, jobs=jobs)
@@ -197,6 +210,9 @@ def _runner(tmp_path: Path, jobs: int, passes: list[str]) -> tuple[Runner, list[
         s: Scenario, rep: int, collector: str, base: Path, seed: str, *, shared: Any = None
     ) -> Pass:
         t0 = time.monotonic()
+        time.sleep(setup_s)
+        if starts_client:
+            runner.client_started()
         # later scenarios finish first, so completion order differs from plan order
         time.sleep({"alpha": 0.04, "beta": 0.03, "gamma": 0.02, "delta": 0.01}[s.name])
         with lock:
@@ -251,7 +267,7 @@ def test_what_runs_beside_the_passes_begins_once_as_the_first_client_runs(
 ) -> None:
     """Not as the first pass begins: its set-up (namespace, endpoints, jail) holds the
     interpreter lock and would wait for the tool versions and the imports for the end."""
-    runner, events = _runner(tmp_path, 3, ["none"])
+    runner, events = _runner(tmp_path, 3, ["none"], starts_client=False)
     begun: list[int] = []
     once = threading.Event()
     watching = threading.Event()
@@ -275,6 +291,98 @@ def test_what_runs_beside_the_passes_begins_once_as_the_first_client_runs(
     runner.client_started()
     time.sleep(0.05)
     assert begun == [4]
+
+
+def test_a_phases_longest_pass_sets_up_alone_until_its_client_runs(tmp_path: Path) -> None:
+    runner, events = _runner(tmp_path, 3, ["none", "strace"], longest="gamma", setup_s=0.05)
+    ran: list[tuple[str, float]] = []
+    said = runner.client_started
+
+    def client_started() -> None:
+        ran.append((threading.current_thread().name, time.monotonic()))
+        said()
+
+    runner.client_started = client_started  # type: ignore[method-assign]
+    results = runner.run()
+    assert [r.name for r in results] == ["alpha", "beta", "gamma", "delta"]
+    for collector in ("none", "strace"):  # in every phase
+        phase = [e for e in events if e[1] == collector]
+        lead = next(e for e in phase if e[0] == "gamma")
+        assert lead[2] == min(e[2] for e in phase)  # the longest began first
+        lead_client = lead[2] + 0.05
+        others = [e for e in phase if e[0] != "gamma"]
+        # ... and alone: the others began once its client ran, and beside it
+        assert all(e[2] >= lead_client - 0.005 for e in others)
+        assert min(e[2] for e in others) < lead[3]
+    assert all(p.concurrent for r in results for p in r.passes if r.name != "alpha")
+
+
+def test_the_others_go_on_when_the_longest_pass_ends_without_a_client(tmp_path: Path) -> None:
+    runner, events = _runner(tmp_path, 2, ["none"], starts_client=False, longest="beta")
+    runner.run()
+    lead = next(e for e in events if e[0] == "beta")
+    assert all(e[2] >= lead[3] for e in events if e[0] != "beta")
+
+
+def test_the_others_go_on_when_the_longest_pass_fails(tmp_path: Path) -> None:
+    started: list[str] = []
+
+    def work(item: str) -> str:
+        started.append(item)
+        if item == "lead":
+            raise RuntimeError("set-up failed")
+        return item
+
+    with pytest.raises(RuntimeError, match="set-up failed"):
+        run_ordered(["a", "lead"], lead_first(work, "lead"), jobs=2, done=lambda i, r: None,
+                    abort=lambda: None, first=lambda item: item != "lead")  # fmt: skip
+    assert started[0] == "lead"
+
+
+def test_the_wait_for_the_longest_pass_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(schedule, "LEAD_WAIT_S", 0.05)
+    began: dict[str, float] = {}
+    release = threading.Event()
+
+    def work(item: str) -> str:
+        began[item] = time.monotonic()
+        if item == "lead":
+            release.wait(5)  # a set-up that never reaches its client
+        return item
+
+    t0 = time.monotonic()
+    thread = threading.Thread(
+        target=run_ordered,
+        args=(["lead", "b"], lead_first(work, "lead")),
+        kwargs={"jobs": 2, "done": lambda i, r: None, "abort": lambda: None},
+    )
+    thread.start()
+    deadline = time.monotonic() + 5
+    while "b" not in began and time.monotonic() < deadline:
+        time.sleep(0.01)
+    release.set()
+    thread.join(5)
+    assert 0.04 <= began["b"] - t0 < 2.0
+
+
+def test_only_the_longest_passes_client_lets_the_others_go_on() -> None:
+    order: list[str] = []
+
+    def work(item: str) -> str:
+        if item == "lead":
+            time.sleep(0.05)
+            order.append("lead client")
+            schedule.client_running()
+            time.sleep(0.05)
+        else:
+            order.append(item)
+            schedule.client_running()  # another pass's client: changes nothing
+        return item
+
+    run_ordered(["a", "b", "lead"], lead_first(work, "lead"), jobs=3, done=lambda i, r: None,
+                abort=lambda: None, first=lambda item: item != "lead")  # fmt: skip
+    assert order[0] == "lead client" and sorted(order[1:]) == ["a", "b"]
+    schedule.client_running()  # outside any phase: nothing to let go on
 
 
 def _run(passes: list[list[Pass]], concurrency: dict[str, Any] | None) -> RunResult:
