@@ -21,7 +21,6 @@ from rich.console import Console
 from lab._parser import build_parser, completion_script
 from lab.errors import ArchiveError, LabError
 from lab.evaluate.request import EvaluationRequest
-from lab.model.evaluation import CandidateKind
 from lab.pipeline import RunRequest, execute
 from lab.reports.console import (
     print_archive,
@@ -33,6 +32,7 @@ from lab.reports.console import (
 
 if TYPE_CHECKING:
     from lab.campaign.task import CampaignRequest
+    from lab.model.evaluation import CandidateKind
 
 __all__ = ["build_parser", "main"]
 

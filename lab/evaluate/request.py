@@ -12,14 +12,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lab.errors import UsageError
-from lab.model.evaluation import CandidateKind
 from lab.model.timing import CAP_FACTOR, DECIDING_METRICS
 from lab.run.options import check_count
 from lab.run.shard import ShardSpec
 from lab.workloads.backup.fixture import DEFAULT_SIZE
+
+if TYPE_CHECKING:  # the evaluation model is imported where an evaluation is made
+    from lab.model.evaluation import CandidateKind
 
 #: ``lab evaluate``'s per-invocation limit, seconds. A correct client backs up the default
 #: 512 KiB in about 20 ms here, so 15 s is some 700 times that; a candidate that never exits

@@ -11,7 +11,7 @@ import statistics
 
 from lab.model import CLAUSES, OUTCOMES, ScenarioResult
 from lab.model.aggregate import ClauseTally, RepetitionCalibration, ScenarioAggregate
-from lab.model.evaluation import Spread
+from lab.model.timing import Spread
 
 #: fewest repetitions for which the lab will word a result as reliability
 RELIABILITY_MIN_N = 3

@@ -40,18 +40,20 @@ from lab.model.observed import (
     StraceSummary,
 )
 from lab.model.run import (
-    CLAUSE_TITLES,
-    CLAUSES,
     OBSERVERS,
-    OUTCOMES,
     SCHEMA_VERSION,
-    Calibration,
-    Finding,
     ObserverStatus,
-    Outcome,
     Overhead,
     RunResult,
     ScenarioResult,
+)
+from lab.model.verdicts import (
+    CLAUSE_TITLES,
+    CLAUSES,
+    OUTCOMES,
+    Calibration,
+    Finding,
+    Outcome,
     Verdict,
 )
 from lab.registry import PROCESS_COLLECTORS

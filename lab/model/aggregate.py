@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lab.model.evaluation import Spread
+from lab.model.timing import Spread
 
 #: the outcomes a clause is counted by (``lab.model.OUTCOMES``, repeated to keep this module
 #: free of the run model it is part of)

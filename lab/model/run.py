@@ -16,36 +16,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any
 
 from lab.model.aggregate import ScenarioAggregate
-from lab.model.campaign import CampaignRecord
-from lab.model.evaluation import Evaluation
 from lab.model.invocation import Invocation, Pass
 from lab.model.observed import Observed
 from lab.model.read import mapping, required
 from lab.model.records import ConcurrencyRecord, IncompleteRecord, ShardRecord, SigningRecord
+from lab.model.verdicts import CLAUSES, Calibration, Finding, Verdict
 from lab.registry import COLLECTOR_NAMES, PROCESS_COLLECTORS
 
+if TYPE_CHECKING:  # imported by from_dict where a record holds one (a run has neither)
+    from lab.model.campaign import CampaignRecord
+    from lab.model.evaluation import Evaluation
+
 SCHEMA_VERSION = 1
-
-Outcome = Literal["pass", "fail", "not-observed", "not-exercised"]
-#: ``not-observed``: the evidence the clause needs was unavailable (the reason says which);
-#: ``not-exercised``: the scenario never created the situation the clause is about (no
-#: injected interruption for C4, no mismatching payload for C5, no unchanged second
-#: invocation for C2); what could still be checked is in the reason, and a violation of it
-#: is a ``fail``
-OUTCOMES: tuple[str, ...] = ("pass", "fail", "not-observed", "not-exercised")
-CLAUSES: tuple[str, ...] = ("C1", "C2", "C3", "C4", "C5", "C6")
-
-CLAUSE_TITLES: dict[str, str] = {
-    "C1": "content: the saved backup matches the source",
-    "C2": "no redundant upload: an unchanged second invocation sends no upload payload",
-    "C3": "destination: the client contacts only the configured receiver",
-    "C4": "recovery: after an injected interruption, committed within 3 upload attempts",
-    "C5": "integrity: a payload that does not match its digest is rejected before commit",
-    "C6": "truthful claim: exit status and completion event agree with the verified outcome",
-}
 
 #: Observers whose findings can be expected in a scenario file. ``client`` is the client's
 #: own claim (exit status, events); everything else is independent of the client.
@@ -71,117 +56,6 @@ class ObserverStatus:
             reason=data.get("reason"),
             detail=dict(data["detail"]),
         )
-
-
-@dataclass
-class Verdict:
-    expected: Outcome | None
-    observed: Outcome
-    evidence: list[str]
-    #: one sentence: why this outcome, from which records
-    reason: str
-
-    @property
-    def agrees(self) -> bool | None:
-        """True/False when both sides are known; None when not observed or not expected."""
-        if self.expected is None or (
-            self.observed == "not-observed" and self.expected != "not-observed"
-        ):
-            return None
-        return self.expected == self.observed
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "expected": self.expected,
-            "observed": self.observed,
-            "evidence": list(self.evidence),
-            "reason": self.reason,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Verdict:
-        """One clause's verdict record."""
-        return cls(
-            expected=cast(Outcome | None, data.get("expected")),
-            observed=cast(Outcome, required(data, "observed", "verdict")),
-            evidence=list(data.get("evidence") or []),
-            reason=str(data.get("reason", "")),
-        )
-
-
-@dataclass
-class Finding:
-    """One calibration expectation and what was observed for it."""
-
-    observer: str
-    invocation: int | None
-    key: str
-    expected: Any
-    observed: Any
-    #: True met, False not met, None not observed (the reason says why)
-    met: bool | None
-    reason: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "observer": self.observer,
-            "invocation": self.invocation,
-            "key": self.key,
-            "expected": self.expected,
-            "observed": self.observed,
-            "met": self.met,
-            "reason": self.reason,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Finding:
-        """One calibration finding record."""
-        return cls(
-            observer=str(data["observer"]),
-            invocation=data.get("invocation"),
-            key=str(data["key"]),
-            expected=data.get("expected"),
-            observed=data.get("observed"),
-            met=data.get("met"),
-            reason=data.get("reason"),
-        )
-
-
-@dataclass
-class Calibration:
-    met: int = 0
-    total: int = 0
-    not_met: int = 0
-    not_observed: int = 0
-
-    @classmethod
-    def of(cls, findings: list[Finding], verdicts: list[Verdict]) -> Calibration:
-        cal = cls()
-        for agrees in [f.met for f in findings] + [v.agrees for v in verdicts]:
-            cal.total += 1
-            if agrees is True:
-                cal.met += 1
-            elif agrees is False:
-                cal.not_met += 1
-            else:
-                cal.not_observed += 1
-        return cal
-
-    def __add__(self, other: Calibration) -> Calibration:
-        return Calibration(
-            self.met + other.met,
-            self.total + other.total,
-            self.not_met + other.not_met,
-            self.not_observed + other.not_observed,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "met": self.met,
-            "total": self.total,
-            "not_met": self.not_met,
-            "not_observed": self.not_observed,
-        }
 
 
 @dataclass(frozen=True)
@@ -420,7 +294,7 @@ class RunResult:
         """A whole ``results.json``; raises ``ValueError`` (or ``KeyError``/``TypeError``,
         which callers treat alike) when it is not one the lab wrote."""
         data = mapping(data, "results.json")
-        evaluation, campaign = data.get("evaluation"), data.get("campaign")
+        evaluation, campaign = _records(data)
         return cls(
             run_id=str(required(data, "run_id", "results")),
             started_at=str(required(data, "started_at", "results")),
@@ -439,12 +313,25 @@ class RunResult:
                 ScenarioAggregate.from_dict(mapping(row, "aggregate"))
                 for row in data.get("aggregate") or []
             ],
-            evaluation=None if evaluation is None else Evaluation.from_dict(evaluation),
-            campaign=None
-            if campaign is None
-            else CampaignRecord.from_dict(mapping(campaign, "campaign")),
+            evaluation=evaluation,
+            campaign=campaign,
             signing=dict(data.get("signing") or {}),
             shard=data.get("shard"),
             shards=list(data.get("shards") or []),
             concurrency=data.get("concurrency"),
         )
+
+
+def _records(data: Mapping[str, Any]) -> tuple[Evaluation | None, CampaignRecord | None]:
+    """A ``results.json``'s evaluation and campaign records; their models are imported here
+    only when it holds them (a run's has neither, and its start need not import them)."""
+    evaluation, campaign = data.get("evaluation"), data.get("campaign")
+    if evaluation is not None:
+        from lab.model.evaluation import Evaluation
+
+        evaluation = Evaluation.from_dict(evaluation)
+    if campaign is not None:
+        from lab.model.campaign import CampaignRecord
+
+        campaign = CampaignRecord.from_dict(mapping(campaign, "campaign"))
+    return evaluation, campaign

@@ -18,9 +18,6 @@ from rich.console import Console
 from rich.table import Table
 
 from lab.model import CLAUSES, OBSERVERS, RunResult, Verdict
-from lab.model.campaign import CampaignRecord
-from lab.model.evaluation import Evaluation
-from lab.reports.campaign import campaign_lines
 from lab.reports.run import concurrency_statement, sessions_statement
 from lab.reports.table import sentence
 from lab.reports.text import console_text as _t
@@ -29,6 +26,8 @@ if TYPE_CHECKING:
     from lab.evidence.archive import ArchiveInfo
     from lab.evidence.checks import VerifyReport
     from lab.evidence.selftest import SelftestCase
+    from lab.model.campaign import CampaignRecord
+    from lab.model.evaluation import Evaluation
 
 _STYLE = {"pass": "green", "fail": "red", "not-observed": "yellow", "not-exercised": "cyan"}
 
@@ -317,5 +316,7 @@ def print_merge(
 
 
 def print_campaign(record: CampaignRecord, console: Console) -> None:
+    from lab.reports.campaign import campaign_lines  # the campaign's model, for campaigns
+
     for line in campaign_lines(record):
         console.print(line, highlight=False, markup=False)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from lab.model.evaluation import Spread
+from lab.model.timing import Spread
 
 NOT_RECORDED = "not recorded"
 NOT_OBSERVED = "not observed"
