@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -105,6 +106,10 @@ def main() -> int:
     )
     args = parser.parse_args()
     sandbox = None if args.no_sandbox else Sandbox.open(f"bench-interval-{int(time.time())}")
+    if sandbox is not None:
+        # one client user per pass at once, as lab evaluate's sandbox has with its default
+        # --jobs (the cores): a round's cell may then close while the next one opens
+        sandbox.use_slots(os.cpu_count() or 1)
     try:
         with tempfile.TemporaryDirectory(prefix="lab-bench-interval-") as tmp:
             records = measure(args, sandbox, Path(tmp))

@@ -33,8 +33,12 @@ differently when timed never meets a speed goal.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import tempfile
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +47,7 @@ from lab.host import procs
 from lab.judge.aggregate import spread
 from lab.model.evaluation import ClientTiming, RoundsRule, Timing
 from lab.model.timing import DECIDING_METRICS, TARGET_HALF_WIDTH
-from lab.sandbox import Sandbox
+from lab.sandbox import PassCell, Sandbox
 from lab.workloads.backup import fixture
 from lab.workloads.backup.backup_check import verify
 from lab.workloads.backup.decoy import Decoy
@@ -132,6 +136,45 @@ def _one_round(
     return row
 
 
+class Closing:
+    """The last round's cell, closed on a thread of its own while the next round's cell
+    opens: a cell's removal (three unmounts, its network namespace, its scratch directory:
+    about 11 ms a cell on the lab's machine) and a cell's opening (about 16 ms) are mostly
+    waiting on short commands, and the timing's cores are about half idle. ``settle``
+    waits for it, and raises what it raised, before the next cell runs anything: its
+    untimed warm-up then also covers what the kernel finishes after a removal (a network
+    namespace is torn down by a kernel worker), so nothing of the lab's runs beside a
+    timed client. Settled after the warm-up instead, the intervals measured wider
+    (docs/performance.md, round 9)."""
+
+    def __init__(self) -> None:
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def hand(self, close: Callable[[], None]) -> None:
+        """Close a cell on a thread (the one handed before is settled first)."""
+        self.settle()
+        context = contextvars.copy_context()
+
+        def body() -> None:
+            try:
+                context.run(close)
+            except BaseException as exc:  # raised by settle, in the timing's own thread
+                self._error = exc
+
+        self._thread = threading.Thread(target=body, name="timing cell close", daemon=True)
+        self._thread.start()
+
+    def settle(self) -> None:
+        """Return once the cell handed last is closed; raise what its closing raised."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+
 def _sandboxed_round(
     sandbox: Sandbox,
     name: str,
@@ -140,53 +183,80 @@ def _sandboxed_round(
     digest: str,
     workdir: Path,
     timeout: float,
+    closing: Closing | None = None,
 ) -> dict[str, Any]:
     """The same round, each invocation in the sandbox (its own cgroup, the pass's network
-    namespace, the receiver listening inside it)."""
+    namespace, the receiver listening inside it). With ``closing``, the last round's cell
+    is settled once this cell is open, before its warm-up, and this cell is handed to it
+    to close instead of closing here."""
     row: dict[str, Any] = {}
-    with (
-        tempfile.TemporaryDirectory(dir=workdir) as tmp,
-        sandbox.pass_cell(f"untraced-{name}", client=client.resolve(), invocations=3) as cell,
-    ):
-        state = Path(tmp)
-        cell.write_source(data)
-        # a first backup is timed to the receiver's OK, which follows its commit's syncs:
-        # into a store in memory, so that the disk's latency (2-30 ms a commit here, the same
-        # for every client) is not timed as the client's
-        cell.store_in_memory(STORE_SLACK + 4 * len(data))
-        rx_sock, decoy_sock = cell.listening_sockets(2)
-        with (
-            Receiver.serving(cell.store, state / "rx.jsonl", sock=rx_sock) as rx,
-            Decoy.serving(state / "decoy.jsonl", sock=decoy_sock),
-        ):
-            row["failed"] = _warm_up(cell, state, timeout)
-            for index, label in enumerate(("first_backup", "unchanged"), start=2):
-                rx.invocation = index
-                outcome = cell.run(
-                    index,
-                    [str(cell.client), "--source", str(cell.source), "--receiver", rx.address],
-                    wrap=lambda argv: argv,
-                    timeout_s=timeout,
-                    stdout=state / f"{label}.stdout",
-                    stderr=state / f"{label}.stderr",
-                    purpose=f"untraced timing (sandboxed): {name} {label}",
-                )
-                rx.wait_idle()
-                row[f"{label}_wall"] = outcome.wall_s
-                row[f"{label}_cpu"] = outcome.cpu_s
-                row[f"{label}_exit"] = outcome.exit_status if not outcome.timed_out else "timed out"
-                problem = outcome.sandbox_error or round_problem(
-                    label,
-                    exit_status=outcome.exit_status,
-                    timed_out=outcome.timed_out,
-                    store=cell.store,
-                    digest=digest,
-                    source=cell.source,
-                    receiver_digest=rx.saved_digest,
-                )
-                if row.get("failed") is None:
-                    row["failed"] = problem
+    cell_and_dir = contextlib.ExitStack()
+    try:
+        tmp = cell_and_dir.enter_context(tempfile.TemporaryDirectory(dir=workdir))
+        cell = cell_and_dir.enter_context(
+            sandbox.pass_cell(f"untraced-{name}", client=client.resolve(), invocations=3)
+        )
+        _timed_in(cell, Path(tmp), row, name, data, digest, timeout, closing)
+    except BaseException:
+        cell_and_dir.close()
+        raise
+    if closing is None:
+        cell_and_dir.close()
+    else:
+        closing.hand(cell_and_dir.close)
     return row
+
+
+def _timed_in(
+    cell: PassCell,
+    state: Path,
+    row: dict[str, Any],
+    name: str,
+    data: bytes,
+    digest: str,
+    timeout: float,
+    closing: Closing | None,
+) -> None:
+    """A round's invocations in its open cell, into ``row``."""
+    cell.write_source(data)
+    # a first backup is timed to the receiver's OK, which follows its commit's syncs:
+    # into a store in memory, so that the disk's latency (2-30 ms a commit here, the same
+    # for every client) is not timed as the client's
+    cell.store_in_memory(STORE_SLACK + 4 * len(data))
+    rx_sock, decoy_sock = cell.listening_sockets(2)
+    with (
+        Receiver.serving(cell.store, state / "rx.jsonl", sock=rx_sock) as rx,
+        Decoy.serving(state / "decoy.jsonl", sock=decoy_sock),
+    ):
+        if closing is not None:
+            closing.settle()  # the last round's cell is gone before this one runs anything
+        row["failed"] = _warm_up(cell, state, timeout)
+        for index, label in enumerate(("first_backup", "unchanged"), start=2):
+            rx.invocation = index
+            outcome = cell.run(
+                index,
+                [str(cell.client), "--source", str(cell.source), "--receiver", rx.address],
+                wrap=lambda argv: argv,
+                timeout_s=timeout,
+                stdout=state / f"{label}.stdout",
+                stderr=state / f"{label}.stderr",
+                purpose=f"untraced timing (sandboxed): {name} {label}",
+            )
+            rx.wait_idle()
+            row[f"{label}_wall"] = outcome.wall_s
+            row[f"{label}_cpu"] = outcome.cpu_s
+            row[f"{label}_exit"] = outcome.exit_status if not outcome.timed_out else "timed out"
+            problem = outcome.sandbox_error or round_problem(
+                label,
+                exit_status=outcome.exit_status,
+                timed_out=outcome.timed_out,
+                store=cell.store,
+                digest=digest,
+                source=cell.source,
+                receiver_digest=rx.saved_digest,
+            )
+            if row.get("failed") is None:
+                row["failed"] = problem
 
 
 def _warm_up(cell: Any, state: Path, timeout: float) -> str | None:
@@ -272,13 +342,16 @@ def alternate(
     digest = fixture.write_source(source, seed=seed, size=size)
     rows: dict[str, list[dict[str, Any]]] = {name: [] for name in clients}
     data = source.read_bytes() if sandbox is not None else b""
+    closing = Closing()
     wanted = rounds
     try:
         while True:
             while len(rows[next(iter(clients))]) < wanted:
                 for name, path in clients.items():
                     if sandbox is not None:
-                        row = _sandboxed_round(sandbox, name, path, data, digest, workdir, timeout)
+                        row = _sandboxed_round(
+                            sandbox, name, path, data, digest, workdir, timeout, closing
+                        )
                     else:
                         row = _one_round(path, source, digest, workdir, log, timeout)
                     rows[name].append(row)
@@ -290,6 +363,12 @@ def alternate(
             if stopped is not None:
                 break
             wanted = min(cap, wanted + STEP)
+    except BaseException:
+        with contextlib.suppress(Exception):  # the error in flight is the one to raise
+            closing.settle()
+        raise
+    else:
+        closing.settle()  # the last cell closed before the record says the rounds are done
     finally:
         source.unlink(missing_ok=True)
     # every interval now (the deciding ones again: seeded, so the same as at the look)

@@ -54,3 +54,60 @@ def test_a_round_without_a_backup_is_failed_never_fast(
     assert all(s is None for s in cand.spreads.values())
     assert got.clients["baseline"].failed_rounds == 0
     assert got.ratio is not None and set(got.ratio.values()) == {None}
+
+
+def test_a_cell_closes_beside_the_next_warm_up_never_beside_a_timed_client(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each round's cell is closed on a thread while the next round's cell opens
+    (lab.evaluate.timing.Closing); nothing runs in a cell (its warm-up, a timed invocation)
+    until the last cell's removal has ended, and every cell is gone when the rounds return.
+    A cell's removal is slowed here (0.3 s before it starts), so that an invocation not held
+    back for it would run beside it."""
+    import json
+    import os
+    import secrets
+    import time
+
+    from lab.host.procs import CommandLog
+    from lab.sandbox.cell import PassCell
+
+    close = PassCell.close
+    closing: list[tuple[float, float]] = []  # every cell's close, from its start to its end
+
+    def slow_close(cell: PassCell) -> None:
+        start = time.time()
+        time.sleep(0.3)
+        close(cell)
+        closing.append((start, time.time()))
+
+    monkeypatch.setattr(PassCell, "close", slow_close)
+
+    log = CommandLog(tmp_path / "commands.jsonl")
+    opened = Sandbox.open(f"test-{os.getpid()}-{secrets.token_hex(3)}", log=log)
+    try:
+        opened.use_slots(2)  # as lab evaluate's sandbox has (one user per pass at once)
+        got = timing.alternate(
+            {"baseline": BASELINE, "candidate": BASELINE},
+            rounds=3,
+            size=65536,
+            workdir=tmp_path / "work",
+            sandbox=opened,
+            timeout=30.0,
+        )
+    finally:
+        opened.close()
+    assert all(c.failed_rounds == 0 for c in got.clients.values())
+    rows = [json.loads(line) for line in log.path.read_text().splitlines()]
+    timed = [r for r in rows if r["purpose"].startswith("untraced timing (sandboxed)")]
+    warm = [r for r in rows if r["purpose"].startswith("untimed warm-up")]
+    assert len(timed) == 3 * 2 * 2 and len(warm) == 3 * 2
+    # every cell was closed before alternate returned
+    assert len(closing) == 3 * 2
+    for run in timed + warm:
+        start, end = run["started_at"], run["started_at"] + run["duration_s"]
+        for c_start, c_end in closing:
+            assert c_end <= start or c_start >= end, f"a cell closed beside {run['purpose']!r}"
+    # and the closes did run beside the next cells' opening: a namespace was made during one
+    made = [r for r in rows if r["purpose"].startswith("network namespace for one pass")]
+    assert any(c_start < m["started_at"] < c_end for m in made for c_start, c_end in closing)

@@ -157,3 +157,35 @@ def test_a_speed_goal_metric_decides_too(tmp_path: Any, monkeypatch: Any) -> Non
     )
     assert record.rounds_rule.stopped == "undefined" and record.rounds == 12
     assert record.rounds_rule.metrics == ("first_backup_wall", timing.ABOVE_FLOOR)
+
+
+# --- a cell closed beside the next round's set-up (Closing)
+
+
+def test_closing_settles_the_cell_handed_last_and_raises_what_its_close_raised() -> None:
+    import threading
+
+    import pytest
+
+    closing = timing.Closing()
+    closing.settle()  # nothing handed: nothing to wait for
+    order: list[str] = []
+    release = threading.Event()
+
+    def slow() -> None:
+        release.wait(5)
+        order.append("first closed")
+
+    closing.hand(slow)
+    order.append("handed")
+    release.set()
+    closing.settle()
+    assert order == ["handed", "first closed"]
+
+    def broken() -> None:
+        raise OSError("umount: target is busy")
+
+    closing.hand(broken)
+    with pytest.raises(OSError, match="target is busy"):
+        closing.settle()
+    closing.settle()  # raised once, then nothing is left to raise
