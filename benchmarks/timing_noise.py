@@ -34,7 +34,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lab.evaluate import interval, timing  # noqa: E402
+from lab.evaluate import interval, timing_cell  # noqa: E402
 from lab.sandbox import Sandbox  # noqa: E402
 from lab.workloads.backup import fixture  # noqa: E402
 
@@ -50,7 +50,7 @@ def rounds_of(sandbox: Sandbox, size: int, rounds: int, scratch: Path) -> list[d
     for _ in range(rounds):
         row = {}
         for name in ("baseline", "candidate"):
-            row[name] = timing._sandboxed_round(  # the lab's own timing round
+            row[name] = timing_cell.sandboxed_round(  # the lab's own timing round
                 sandbox, name, client, data, digest, scratch, 60.0
             )
         rows.append(row)

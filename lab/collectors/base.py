@@ -49,6 +49,9 @@ class InvocationContext:
     #: the main process bwrap reported (host pid), set once the invocation ran; a wrapping
     #: tracer uses it to tell the client's part of its trace from the sandbox's own steps
     client_pid: int | None = None
+    #: the pass's private scratch directory (root's, removed with the pass): a collector's
+    #: working files that are not evidence (perf's copy of the kernel's symbol table)
+    scratch: Path | None = None
 
     def relative(self, path: Path) -> str:
         """Run-relative path for results.json (no host paths in reports)."""

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from lab.collectors import perf_kallsyms
 from lab.collectors.base import CollectorOutput, InvocationContext, ProcessCollector
 from lab.collectors.perf_event import (
     PARANOID_PATH,
@@ -65,6 +66,9 @@ REPORT_TIMEOUT_S = 600.0
 #: 1.11 s → 0.16 s for ``/bin/true``): the client cannot load BPF, so no sample lands in one.
 #: ``-k mono --timestamp-boundary``: samples on the timeline's clock, window in the header
 RECORD_OPTIONS = ("-q", "-N", "--no-bpf-event", "-k", "mono", "--timestamp-boundary")
+
+#: ``perf report``'s view: inclusive ("children") weight by symbol and object, as text
+REPORT_OPTIONS = ("--children", "--stdio", "--sort", "symbol,dso")
 
 REPORT_FILE = "perf-report.txt"
 STATS_FILE = "perf-stats.txt"
@@ -255,7 +259,9 @@ class PerfCollector(ProcessCollector):
 
     def wrap(self, client_argv: list[str], ctx: InvocationContext) -> list[str]:
         perf = require_tool("perf")
+        # the pass's copy of the kernel's symbol table over /proc/kallsyms, for perf alone
         return [
+            *perf_kallsyms.bind_prefix(perf_kallsyms.snapshot(ctx.scratch)),
             perf,
             "record",
             *RECORD_OPTIONS,
@@ -269,6 +275,12 @@ class PerfCollector(ProcessCollector):
             "--",
             *client_argv,
         ]
+
+    @staticmethod
+    def _kallsyms(ctx: InvocationContext) -> list[str]:
+        """The pass's copy of the kernel's symbol table for perf report (lab.collectors.
+        perf_kallsyms), or nothing: perf then reads /proc/kallsyms itself."""
+        return perf_kallsyms.kallsyms_args(perf_kallsyms.snapshot(ctx.scratch))
 
     def _perf(self, ctx: InvocationContext, args: list[str], out: str, purpose: str) -> Completed:
         return run(
@@ -298,7 +310,7 @@ class PerfCollector(ProcessCollector):
         data_arg = str(data)
         report = self._perf(
             ctx,
-            ["report", "-i", data_arg, "--children", "--stdio", "--sort", "symbol,dso"],
+            ["report", "-i", data_arg, *self._kallsyms(ctx), *REPORT_OPTIONS],
             REPORT_FILE,
             "perf report (inclusive weight by symbol)",
         )

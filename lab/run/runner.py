@@ -468,6 +468,7 @@ class Runner:
             invocation=index,
             log=self.log,
             timeout_s=self.plan.timeout_s,
+            scratch=cell.scratch,
         )
         argv = client_argv(self.plan, scenario, cell.client, cell.source, addresses)
         window.start = time.time()

@@ -60,7 +60,7 @@ def test_a_cell_closes_beside_the_next_warm_up_never_beside_a_timed_client(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each round's cell is closed on a thread while the next round's cell opens
-    (lab.evaluate.timing.Closing); nothing runs in a cell (its warm-up, a timed invocation)
+    (lab.evaluate.timing_cell.Closing); nothing runs in a cell (its warm-up, a timed invocation)
     until the last cell's removal has ended, and every cell is gone when the rounds return.
     A cell's removal is slowed here (0.3 s before it starts), so that an invocation not held
     back for it would run beside it."""

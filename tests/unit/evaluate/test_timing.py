@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lab.evaluate import timing
+from lab.evaluate import timing, timing_cell
 from lab.judge.aggregate import spread
 from lab.model.evaluation import ClientTiming
 
@@ -167,7 +167,7 @@ def test_closing_settles_the_cell_handed_last_and_raises_what_its_close_raised()
 
     import pytest
 
-    closing = timing.Closing()
+    closing = timing_cell.Closing()
     closing.settle()  # nothing handed: nothing to wait for
     order: list[str] = []
     release = threading.Event()
