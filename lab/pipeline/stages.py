@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import shutil
 from collections.abc import Callable, Sequence
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from lab import __version__, resources
-from lab.errors import ArchiveError
+from lab.errors import ArchiveError, SchemaError
 from lab.host import identity
 from lab.host.clock import now_rfc3339
 from lab.judge import aggregate
@@ -73,11 +74,18 @@ def copy_inputs(run_dir: Path, chosen: Sequence[ScenarioFile], probes_dir: Path)
 def write_results(run: RunResult, run_dir: Path) -> None:
     """``results.json``, validated, naming in ``$schema`` the schema shipped beside it (so
     the archive's checksums and signature cover the schema it claims to match)."""
-    document = {"$schema": RESULTS_SCHEMA_FILE, **run.to_dict()}
+    document, data = results_text(run, run_dir)
     validate_results(document)
+    (run_dir / "results.json").write_bytes(data)
+
+
+def results_text(run: RunResult, run_dir: Path) -> tuple[dict[str, Any], bytes]:
+    """``results.json``'s document and its bytes, not yet validated nor written; the schema
+    it names is written beside it (the files table lists both)."""
+    document = {"$schema": RESULTS_SCHEMA_FILE, **run.to_dict()}
     text = json.dumps(document, indent=2, sort_keys=True) + "\n"
     (run_dir / RESULTS_SCHEMA_FILE).write_bytes(schema_bytes(RESULTS_SCHEMA_FILE))
-    (run_dir / "results.json").write_text(text, encoding="utf-8")
+    return document, text.encode("utf-8")
 
 
 def make_result(
@@ -224,14 +232,25 @@ def report(
     from lab.reports.markdown import render_markdown
     from lab.reports.swimlanes import timeline_rows
 
-    write_results(result, run_dir)
-    files = archived_files(run_dir)
+    # the PDF is handed to the drawer before results.json is validated (the validator's
+    # import and walk, ~70 ms, then run beside the drawing); results.json is written only
+    # once valid, and an invalid one leaves no PDF either
+    document, data = results_text(result, run_dir)
+    files = archived_files(run_dir, pending={"results.json": data})
     timeline = run_dir / "timeline.jsonl"
     say("Drawing the PDF report…")
     pdf = run_dir / "report.pdf"
     job: Job | None = None
     if drawer is not None:
         job = drawer.draw(result, pdf, files=files, timeline=timeline)
+    try:
+        validate_results(document)
+    except SchemaError:
+        if job is not None:
+            job.discard()  # the drawer is done with it before its PDF is removed
+            pdf.unlink(missing_ok=True)
+        raise
+    (run_dir / "results.json").write_bytes(data)
     (run_dir / "report.md").write_text(render_markdown(result, files=files), encoding="utf-8")
     rows = timeline_rows(timeline)
     html = render_html(result, files=files, timeline=rows)
@@ -304,15 +323,25 @@ def seal(
     )
 
 
-def archived_files(run_dir: Path) -> list[ArchivedFile]:
-    """Every file of the run directory with its size and SHA-256, for the reports' table."""
+def archived_files(run_dir: Path, pending: dict[str, bytes] | None = None) -> list[ArchivedFile]:
+    """Every file of the run directory with its size and SHA-256, for the reports' table;
+    ``pending``: files about to be written there (run-relative name -> their bytes), listed
+    as they will be."""
     from lab.host.digest import sha256_file
     from lab.reports import REPORT_FILES, ArchivedFile
 
+    waiting = dict(pending or {})
+    on_disk = {p for p in run_dir.rglob("*") if p.is_file()}
     rows = []
-    for path in sorted(p for p in run_dir.rglob("*") if p.is_file()):
+    for path in sorted(on_disk | {run_dir / name for name in waiting}):
         rel = path.relative_to(run_dir).as_posix()
         if rel in REPORT_FILES:
+            continue
+        if rel in waiting:
+            data = waiting[rel]
+            rows.append(
+                ArchivedFile(path=rel, size=len(data), sha256=hashlib.sha256(data).hexdigest())
+            )
             continue
         rows.append(ArchivedFile(path=rel, size=path.stat().st_size, sha256=sha256_file(path)))
     return rows

@@ -115,3 +115,29 @@ except ClientError:
         tmp_path,
     )
     assert done.stdout.strip() == "ok" and done.stderr == "", done.stderr
+
+
+def test_results_refused_by_their_schema_leave_neither_results_nor_a_pdf(tmp_path: Path) -> None:
+    # the PDF is handed to the drawer before results.json is validated (lab.pipeline.stages
+    # .report); a document the schema refuses is never written, and its PDF is removed once
+    # the drawer is done with it
+    done = _python(
+        """
+from lab.errors import SchemaError
+from lab.model import ObserverStatus
+from lab.pipeline import stages
+name = next(iter(run.observers))
+run.observers[name] = ObserverStatus(available="yes")
+with drawing.drawer() as pdf:
+    assert pdf is not None, "no drawer was forked"
+    try:
+        stages.report(run, out, say=lambda text: None, drawer=pdf)
+    except SchemaError as exc:
+        print("refused:", f"observers/{name}/available" in str(exc))
+print(sorted(p.name for p in out.iterdir()))
+""",
+        tmp_path,
+    )
+    lines = done.stdout.strip().splitlines()
+    assert lines[:1] == ["refused: True"], done.stderr
+    assert "results.json" not in lines[-1] and "report.pdf" not in lines[-1], lines

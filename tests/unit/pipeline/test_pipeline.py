@@ -212,3 +212,15 @@ def test_the_signing_key_variable_is_spelled_as_the_signer_reads_it() -> None:
     from lab.pipeline.prepare import SIGNING_KEY_ENV
 
     assert SIGNING_KEY_ENV == KEY_ENV
+
+
+def test_archived_files_lists_a_pending_file_as_it_will_be_written(tmp_path: Path) -> None:
+    (tmp_path / "commands.jsonl").write_bytes(b"")
+    (tmp_path / "sessions").mkdir()
+    (tmp_path / "sessions" / "bpftrace.txt").write_bytes(b"x\n")
+    (tmp_path / "results.json").write_bytes(b"stale\n")  # about to be replaced
+    pending = b'{"run_id": "r"}\n'
+    rows = archived_files(tmp_path, pending={"results.json": pending, "report.md": b"#\n"})
+    assert [r.path for r in rows] == ["commands.jsonl", "results.json", "sessions/bpftrace.txt"]
+    row = rows[1]
+    assert row.size == len(pending) and row.sha256 == hashlib.sha256(pending).hexdigest()
