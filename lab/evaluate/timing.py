@@ -209,7 +209,9 @@ def alternate(
                 "(the sandbox's set-up included, alike for both), cpu = the invocation "
                 "cgroup's cpu.stat; the receiver's store is in memory (a tmpfs), so the "
                 "disk's sync latency is timed for no client, and each round's cell runs "
-                "true once, untimed, before the client (its first exec chain is slower)"
+                "true once, untimed, before the client (its first exec chain is slower); a "
+                "round's cell is removed while the next one opens, and is gone before that "
+                "one runs anything"
                 if sandbox is not None
                 else "wall = spawn to reap, cpu = user+sys rusage"
             )

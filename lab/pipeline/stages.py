@@ -74,18 +74,21 @@ def copy_inputs(run_dir: Path, chosen: Sequence[ScenarioFile], probes_dir: Path)
 def write_results(run: RunResult, run_dir: Path) -> None:
     """``results.json``, validated, naming in ``$schema`` the schema shipped beside it (so
     the archive's checksums and signature cover the schema it claims to match)."""
-    document, data = results_text(run, run_dir)
+    document, files = results_files(run)
     validate_results(document)
-    (run_dir / "results.json").write_bytes(data)
+    for name, data in files.items():
+        (run_dir / name).write_bytes(data)
 
 
-def results_text(run: RunResult, run_dir: Path) -> tuple[dict[str, Any], bytes]:
-    """``results.json``'s document and its bytes, not yet validated nor written; the schema
-    it names is written beside it (the files table lists both)."""
+def results_files(run: RunResult) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """``results.json``'s document, and the bytes of the two files it makes (results.json
+    and the schema it names), neither validated nor written yet."""
     document = {"$schema": RESULTS_SCHEMA_FILE, **run.to_dict()}
     text = json.dumps(document, indent=2, sort_keys=True) + "\n"
-    (run_dir / RESULTS_SCHEMA_FILE).write_bytes(schema_bytes(RESULTS_SCHEMA_FILE))
-    return document, text.encode("utf-8")
+    return document, {
+        RESULTS_SCHEMA_FILE: schema_bytes(RESULTS_SCHEMA_FILE),
+        "results.json": text.encode("utf-8"),
+    }
 
 
 def make_result(
@@ -235,8 +238,8 @@ def report(
     # the PDF is handed to the drawer before results.json is validated (the validator's
     # import and walk, ~70 ms, then run beside the drawing); results.json is written only
     # once valid, and an invalid one leaves no PDF either
-    document, data = results_text(result, run_dir)
-    files = archived_files(run_dir, pending={"results.json": data})
+    document, written = results_files(result)
+    files = archived_files(run_dir, pending=written)
     timeline = run_dir / "timeline.jsonl"
     say("Drawing the PDF report…")
     pdf = run_dir / "report.pdf"
@@ -250,7 +253,8 @@ def report(
             job.discard()  # the drawer is done with it before its PDF is removed
             pdf.unlink(missing_ok=True)
         raise
-    (run_dir / "results.json").write_bytes(data)
+    for name, data in written.items():
+        (run_dir / name).write_bytes(data)
     (run_dir / "report.md").write_text(render_markdown(result, files=files), encoding="utf-8")
     rows = timeline_rows(timeline)
     html = render_html(result, files=files, timeline=rows)

@@ -140,4 +140,4 @@ print(sorted(p.name for p in out.iterdir()))
     )
     lines = done.stdout.strip().splitlines()
     assert lines[:1] == ["refused: True"], done.stderr
-    assert "results.json" not in lines[-1] and "report.pdf" not in lines[-1], lines
+    assert all(name not in lines[-1] for name in ("results", "report.pdf")), lines
