@@ -76,8 +76,13 @@ class Closing:
         self._error: BaseException | None = None
 
     def hand(self, close: Callable[[], None]) -> None:
-        """Close a cell on a thread (the one handed before is settled first)."""
-        self.settle()
+        """Close a cell on a thread (the one handed before is settled first; if its
+        closing failed, this cell is closed here before that error is raised)."""
+        try:
+            self.settle()
+        except BaseException:
+            close()
+            raise
         context = contextvars.copy_context()
 
         def body() -> None:

@@ -189,3 +189,10 @@ def test_closing_settles_the_cell_handed_last_and_raises_what_its_close_raised()
     with pytest.raises(OSError, match="target is busy"):
         closing.settle()
     closing.settle()  # raised once, then nothing is left to raise
+
+    # a failed close met when the next cell is handed: that cell is closed all the same
+    closing.hand(broken)
+    closed: list[str] = []
+    with pytest.raises(OSError, match="target is busy"):
+        closing.hand(lambda: closed.append("next cell"))
+    assert closed == ["next cell"]
