@@ -2,12 +2,11 @@
 
 ``/proc/kallsyms`` is generated as it is read: every one of its ~120,000 lines is expanded
 by the kernel on the reader's CPU (about 40 ms of system time a read on the lab's machine).
-``perf record`` reads it up to seven times before it starts the command (the kernel's
-start and its extra maps), and ``perf report`` twice: about 0.1 s of every perf-recorded
-invocation and 0.05 s of every report, on a machine whose traced passes keep both cores
-busy. A pass therefore copies the table once into its private scratch directory (root's,
-0700, removed with the pass; never the evidence directory: the table holds the kernel's
-addresses), and
+``perf record`` (6.1) opened it seven times for one command (strace), ``perf report``
+twice: about 0.1 s of every perf-recorded invocation and 0.03-0.05 s of every report, on a
+machine whose traced passes keep both cores busy. A pass therefore copies the table once
+into its private scratch directory (root's, 0700, removed with the pass; never the evidence
+directory: the table holds the kernel's addresses), and
 
 * ``perf report`` reads the copy (its ``--kallsyms`` option; ``perf annotate`` has none);
 * ``perf record`` runs in a mount namespace of its own (``unshare --mount --propagation
