@@ -63,8 +63,9 @@ def _kernel_map(data: Path) -> list[str]:
 def test_perf_under_the_copy_records_and_reports_what_it_does_without_it(
     perf_available: None, tmp_path: Path
 ) -> None:
+    # the sandbox's capability: bwrap needs the same mount namespaces as this
     require(
-        "mount namespace",
+        "sandbox",
         perf_kallsyms.namespace_possible(),
         "unshare --mount is refused here (perf then reads /proc/kallsyms itself)",
     )
