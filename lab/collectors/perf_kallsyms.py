@@ -41,7 +41,8 @@ COPY_NAME = "kallsyms"
 _BIND = 'mount --bind -- "$1" /proc/kallsyms 2>/dev/null; shift; exec "$@"'
 
 _lock = threading.Lock()
-_namespace_ok: bool | None = None
+#: the namespace's prefix once probed (``_namespace_prefix``)
+_namespace: list[str] | None = None
 
 
 def snapshot(scratch: Path | None) -> Path | None:
@@ -69,16 +70,22 @@ def snapshot(scratch: Path | None) -> Path | None:
 
 def namespace_possible() -> bool:
     """Whether this process may give perf a mount namespace of its own (asked once)."""
-    global _namespace_ok
+    return bool(_namespace_prefix())
+
+
+def _namespace_prefix() -> list[str]:
+    """``unshare … sh -c BIND sh``, the prefix before the copy's path, found and probed once
+    ([] where the namespace is not possible here)."""
+    global _namespace
     with _lock:
-        if _namespace_ok is None:
-            unshare, true = shutil.which("unshare"), shutil.which("true")
-            _namespace_ok = (
-                unshare is not None
-                and true is not None
-                and _runs([unshare, "--mount", "--propagation", "private", "--", true])
-            )
-        return _namespace_ok
+        if _namespace is None:
+            unshare, sh, true = (shutil.which(tool) for tool in ("unshare", "sh", "true"))
+            _namespace = []
+            if unshare is not None and sh is not None and true is not None:
+                enter = [unshare, "--mount", "--propagation", "private", "--"]
+                if _runs([*enter, true]):
+                    _namespace = [*enter, sh, "-c", _BIND, "sh"]
+        return _namespace
 
 
 def _runs(argv: list[str]) -> bool:
@@ -94,14 +101,11 @@ def _runs(argv: list[str]) -> bool:
 def bind_prefix(table: Path | None) -> list[str]:
     """What runs ``perf record`` with ``table`` over /proc/kallsyms ([] without a table or
     where the namespace is not possible)."""
-    if table is None or not namespace_possible():
-        return []
-    unshare, sh = shutil.which("unshare"), shutil.which("sh")
-    if unshare is None or sh is None:
-        return []
-    return [unshare, "--mount", "--propagation", "private", "--", sh, "-c", _BIND, "sh", str(table)]
+    prefix = [] if table is None else _namespace_prefix()
+    return [*prefix, str(table)] if prefix else []
 
 
 def kallsyms_args(table: Path | None) -> list[str]:
-    """``perf report``'s option to read ``table`` ([] without one)."""
-    return [] if table is None or not table.exists() else [f"--kallsyms={table}"]
+    """``perf report``'s option to read ``table`` (a copy ``snapshot`` made; [] without
+    one)."""
+    return [] if table is None else [f"--kallsyms={table}"]

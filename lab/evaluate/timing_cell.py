@@ -11,15 +11,14 @@ invocations checked as a judged pass checks it (``round_problem``).
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import os
 import tempfile
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from lab.host import procs
+from lab.host.live import Beside
 from lab.sandbox import PassCell, Sandbox
 from lab.workloads.backup.backup_check import verify
 from lab.workloads.backup.decoy import Decoy
@@ -72,8 +71,7 @@ class Closing:
     (docs/performance.md, round 9)."""
 
     def __init__(self) -> None:
-        self._thread: threading.Thread | None = None
-        self._error: BaseException | None = None
+        self._closing: Beside | None = None
 
     def hand(self, close: Callable[[], None]) -> None:
         """Close a cell on a thread (the one handed before is settled first; if its
@@ -83,25 +81,13 @@ class Closing:
         except BaseException:
             close()
             raise
-        context = contextvars.copy_context()
-
-        def body() -> None:
-            try:
-                context.run(close)
-            except BaseException as exc:  # raised by settle, in the timing's own thread
-                self._error = exc
-
-        self._thread = threading.Thread(target=body, name="timing cell close", daemon=True)
-        self._thread.start()
+        self._closing = Beside(close, name="timing cell close")
 
     def settle(self) -> None:
         """Return once the cell handed last is closed; raise what its closing raised."""
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise error
+        closing, self._closing = self._closing, None
+        if closing is not None:
+            closing.join()
 
 
 def sandboxed_round(

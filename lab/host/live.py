@@ -16,7 +16,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 # Process groups started by the lab and not yet reaped, so that Ctrl-C or an error stops
@@ -106,3 +106,34 @@ def stopping_everything() -> Iterator[None]:
         yield
     finally:
         stop_all()
+
+
+class Beside:
+    """``work`` on a thread of its own, in a copy of this thread's context (the processes
+    it starts belong to the caller's process scope, so stopping the caller stops them);
+    ``join`` re-raises what it raised, once.
+
+        closing = Beside(cell.close, name="timing cell close")
+        ...                                 # the caller goes on
+        closing.join()                      # raises what cell.close raised
+    """
+
+    def __init__(self, work: Callable[[], None], *, name: str) -> None:
+        self.error: BaseException | None = None
+        context = contextvars.copy_context()
+        self.thread = threading.Thread(
+            target=context.run, args=(self._run, work), name=name, daemon=True
+        )
+        self.thread.start()
+
+    def _run(self, work: Callable[[], None]) -> None:
+        try:
+            work()
+        except BaseException as exc:  # re-raised on the joining thread
+            self.error = exc
+
+    def join(self, *, raise_error: bool = True) -> None:
+        self.thread.join()
+        error, self.error = self.error, None
+        if error is not None and raise_error:
+            raise error

@@ -30,8 +30,6 @@ rests on the session's END marker and exit status. Every pass it served records 
 from __future__ import annotations
 
 import contextlib
-import contextvars
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -41,6 +39,7 @@ from typing import Protocol, cast
 from lab.collectors.base import CollectorOutput, SessionContext, Window
 from lab.collectors.bpftrace import BpftraceSession
 from lab.errors import LabError
+from lab.host.live import Beside
 from lab.host.procs import CommandLog
 from lab.model import Pass, ScenarioResult, SharedSession
 from lab.run.plan import Plan
@@ -295,7 +294,7 @@ class SharedBatch:
         self.error: str | None = None
         self.ran: dict[int, Pass] = {}
         self.outputs: dict[int, CollectorOutput] = {}
-        self._attaching = self._detaching = cast(_Background | None, None)
+        self._attaching = self._detaching = cast(Beside | None, None)
         self._attached = self._done = False  # attach() and complete() run once each
 
     def attach(self) -> None:
@@ -340,7 +339,7 @@ class SharedBatch:
                 log=runner.log,
                 windows=every,
             )
-            self._attaching = _Background(lambda: self._start(context))
+            self._attaching = Beside(lambda: self._start(context), name="lab-bpftrace-session")
         except BaseException:
             self.close()
             raise
@@ -378,7 +377,7 @@ class SharedBatch:
             # its passes may overlap: its probes tell invocations apart by cgroup
             run_phase(runner, self.units, self.batch, "bpftrace", self.ran.__setitem__, shared=slot)
         finally:
-            self._detaching = _Background(self._stop)
+            self._detaching = Beside(self._stop, name="lab-bpftrace-session")
 
     def _stop(self) -> None:
         assert self.session is not None and self.record is not None
@@ -422,29 +421,3 @@ class SharedBatch:
         for held in self.reservations.values():
             held.release()
         self.reservations.clear()
-
-
-class _Background:
-    """``work`` on a thread, in a copy of this thread's context (the processes it starts
-    belong to the run's process scope, ``lab.host.live``, so stopping the run stops them);
-    ``join`` re-raises what it raised."""
-
-    def __init__(self, work: Callable[[], None]) -> None:
-        self.error: BaseException | None = None
-        context = contextvars.copy_context()
-        self.thread = threading.Thread(
-            target=context.run, args=(self._run, work), name="lab-bpftrace-session", daemon=True
-        )
-        self.thread.start()
-
-    def _run(self, work: Callable[[], None]) -> None:
-        try:
-            work()
-        except BaseException as exc:  # re-raised on the joining thread
-            self.error = exc
-
-    def join(self, *, raise_error: bool = True) -> None:
-        self.thread.join()
-        error, self.error = self.error, None
-        if error is not None and raise_error:
-            raise error
