@@ -9,16 +9,15 @@ user and invocation cgroups, and the cgroups reserved for it ahead of the cell
 
 from __future__ import annotations
 
-import contextvars
 import os
 import shutil
 import tempfile
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from lab.host.live import Beside
 from lab.sandbox.boxfs import DiskUse, mount_bounded, remove_tree, usage
 from lab.sandbox.cgroup import InvocationGroup
 from lab.sandbox.jail import JailSpec, jail_argv, resolv_conf_text
@@ -140,29 +139,17 @@ class PassCell:
         (self.box / "resolv.conf").chmod(0o444)
         # the namespace (two ip commands) and the client's bounded HOME and /tmp (two
         # mounts) do not depend on one another: made side by side, each a process start
-        # and a wait (8-20 ms of a pass's set-up, docs/performance.md, round 7)
-        failed: list[BaseException] = []
-
-        def namespace() -> None:
-            try:
-                self.netns.create()
-            except BaseException as exc:  # raised below, on the pass's own thread
-                failed.append(exc)
-
-        # in a copy of this thread's context: its processes belong to the caller's process
-        # scope (lab.host.live), as those of this thread do
-        context = contextvars.copy_context()
-        beside = threading.Thread(
-            target=context.run, args=(namespace,), name=f"netns {self.tag}", daemon=True
-        )
-        beside.start()
+        # and a wait (8-20 ms of a pass's set-up, docs/performance.md, round 7). The
+        # namespace's thread runs in this thread's context, so its processes belong to the
+        # caller's process scope (lab.host.live), as this thread's do
+        beside = Beside(self.netns.create, name=f"netns {self.tag}")
         try:
             self.home(1)
             self.tmp()
-        finally:
-            beside.join()
-        if failed:
-            raise failed[0]
+        except BaseException:
+            beside.join(raise_error=False)  # the mounts' error is the one raised
+            raise
+        beside.join()  # the namespace's error, raised on the pass's own thread
 
     def store_in_memory(self, size: int) -> None:
         """Mount the receiver's store as a tmpfs of ``size`` bytes (root's, 0700): a commit's
