@@ -27,10 +27,10 @@ AGENT_NETWORKS: tuple[AgentNetwork, ...] = ("host", "none")
 
 @dataclass(frozen=True, kw_only=True)
 class SpeedGoal:
-    """Candidate median / baseline median of an untraced metric (for
-    ``first_backup_wall_above_floor``: of their shares above the instrument floor) must be at
-    most ``max_ratio``, its whole 95 % interval included (timed at ``size`` bytes when given,
-    else the evaluation's size)."""
+    """The timing ratio of an untraced metric (the median of the rounds' candidate ÷
+    baseline; for ``first_backup_wall_above_floor``: of the medians' shares above the
+    instrument floor) must be at most ``max_ratio``, its whole 95 % interval included (timed
+    at ``size`` bytes when given, else the evaluation's size)."""
 
     metric: str
     max_ratio: float
@@ -41,8 +41,13 @@ class SpeedGoal:
 
     def describe(self) -> str:
         at = f" at {self.size:,} bytes" if self.size else ""
+        of = (
+            "the medians' shares above the floor"
+            if self.metric.endswith("_above_floor")
+            else "the median of the rounds' ratios"
+        )
         return (
-            f"untraced {self.metric}{at} ≤ {self.max_ratio:g}× the baseline's (medians, the "
+            f"untraced {self.metric}{at} ≤ {self.max_ratio:g}× the baseline's ({of}, the "
             "whole 95 % interval)"
         )
 

@@ -1,13 +1,20 @@
-"""The error bar on a timing ratio: a 95 % confidence interval for candidate median ÷
-baseline median, by a paired percentile bootstrap over the alternated rounds.
+"""A timing ratio and its error bar: the median of the rounds' own ratios (round *i*'s
+candidate ÷ round *i*'s baseline) and its 95 % confidence interval, by a paired percentile
+bootstrap over the alternated rounds.
 
+    median_round_ratio(base_walls, cand_walls)     # 0.97 (None: no round with both values)
     low, high = ratio_interval(base_walls, cand_walls, seed="timing:first_backup_wall")
     low, high = above_floor_interval(base_walls, cand_walls, floor_walls, seed="…")
     METHOD                     # the sentence the timing record stores as interval_method
 
 Round *i* of the baseline and round *i* of the candidate ran next to each other (the clients
-alternate), so a resample draws round indices with replacement and keeps each pair together:
-drift in the machine's load moves both medians of a resample alike, as it moved the rounds.
+alternate), so the ratio is taken within each round, where what the two clients shared (the
+machine's load at that moment) cancels, and a resample draws round indices with replacement,
+keeping each pair together. On the lab's machine this interval was narrower than the one of
+candidate median ÷ baseline median on the same rounds, or as narrow where the two clients'
+walls were not correlated (docs/performance.md, round 11); the share above the instrument
+floor stays a ratio of medians (a round's baseline can be as fast as its floor, which leaves
+that round no share to divide by).
 The generator is seeded from ``seed`` (a string, hashed by :mod:`random`), so the same rounds
 give the same interval on every machine and every re-reading. With fewer than
 ``MIN_ROUNDS`` complete pairs there is no interval (None), never a made-up one.
@@ -27,8 +34,30 @@ MIN_ROUNDS = 3
 METHOD = (
     f"paired percentile bootstrap over the alternated rounds ({RESAMPLES} resamples of round "
     f"indices, baseline and candidate of a round kept together, seeded), {LEVEL:.0%} interval "
-    "of candidate median ÷ baseline median"
+    "of the median of the rounds' candidate ÷ baseline"
 )
+
+
+def round_ratios(
+    baseline: Sequence[float | None], candidate: Sequence[float | None]
+) -> list[float] | None:
+    """Each round's candidate ÷ baseline, for the rounds with both values; None when a
+    baseline value is not positive (no ratio to take)."""
+    pairs = [
+        (b, c) for b, c in zip(baseline, candidate, strict=True) if b is not None and c is not None
+    ]
+    if any(b <= 0 for b, _ in pairs):
+        return None
+    return [c / b for b, c in pairs]
+
+
+def median_round_ratio(
+    baseline: Sequence[float | None], candidate: Sequence[float | None]
+) -> float | None:
+    """The ratio ``ratio_interval`` bounds: the median of the rounds' candidate ÷ baseline
+    (None without a round that has both values, or with a baseline value not positive)."""
+    ratios = round_ratios(baseline, candidate)
+    return statistics.median(ratios) if ratios else None
 
 
 def ratio_interval(
@@ -39,9 +68,10 @@ def ratio_interval(
     resamples: int = RESAMPLES,
     level: float = LEVEL,
 ) -> tuple[float, float] | None:
-    """[low, high] of candidate median ÷ baseline median, or None when fewer than
-    ``MIN_ROUNDS`` rounds have both values or a resample's baseline median is not positive."""
-    return _bootstrap([baseline, candidate], ratio_of_medians, seed, resamples, level)
+    """[low, high] of the median of the rounds' candidate ÷ baseline
+    (``median_round_ratio``), or None when fewer than ``MIN_ROUNDS`` rounds have both values
+    or a baseline value is not positive."""
+    return _bootstrap([baseline, candidate], median_of_pairs, seed, resamples, level)
 
 
 def above_floor_interval(
@@ -59,9 +89,9 @@ def above_floor_interval(
     return _bootstrap([baseline, candidate, floor], ratio_above_floor, seed, resamples, level)
 
 
-def ratio_of_medians(columns: Sequence[Sequence[float]]) -> float | None:
-    base = statistics.median(columns[0])
-    return None if base <= 0 else statistics.median(columns[1]) / base
+def median_of_pairs(columns: Sequence[Sequence[float]]) -> float | None:
+    ratios = round_ratios(columns[0], columns[1])
+    return None if ratios is None else statistics.median(ratios)
 
 
 def ratio_above_floor(columns: Sequence[Sequence[float]]) -> float | None:

@@ -3,7 +3,7 @@ ratio. Timing is measured with no tracer attached; traced runs are for diagnosis
 
     timing = alternate({"baseline": base, "candidate": cand}, rounds=12, max_rounds=36,
                        size=524_288, workdir=tmp, log=log, sandbox=sandbox)
-    timing.ratio["first_backup_wall"]       # candidate median / baseline median (stored)
+    timing.ratio["first_backup_wall"]       # the median of the rounds' candidate ÷ baseline
     timing.ratio_interval["first_backup_wall"]  # its 95 % interval (lab.evaluate.interval)
     timing.rounds, timing.rounds_rule.stopped    # 16, "target": within ±5 % after 16 rounds
 
@@ -144,9 +144,10 @@ def alternate(
 ) -> Timing:
     """Run every client at least ``rounds`` times, in alternation (A B A B …), so that drift
     in the machine's load affects them alike. Returns per-client spreads and, when both a
-    ``baseline`` and a ``candidate`` are present, candidate/baseline ratios of the medians
-    with their 95 % intervals. A client named ``floor`` is the instrument floor's reference
-    uploader; ``floor`` is its identity (``lab.evaluate.floor.Floor.describe``).
+    ``baseline`` and a ``candidate`` are present, per metric the median of the rounds'
+    candidate ÷ baseline (``lab.evaluate.interval``) with its 95 % interval. A client named
+    ``floor`` is the instrument floor's reference uploader; ``floor`` is its identity
+    (``lab.evaluate.floor.Floor.describe``).
 
     With ``max_rounds`` above ``rounds``, more rounds follow in blocks of ``STEP`` until the
     interval of every ratio in ``metrics`` is within ± ``target`` of its ratio, or
@@ -231,30 +232,23 @@ def _ratios(
     seed: str,
     only: tuple[str, ...] | None = None,
 ) -> tuple[dict[str, float | None] | None, dict[str, list[float] | None] | None]:
-    """Candidate ÷ baseline of the medians per metric and their intervals (None, None
-    without both clients); with ``only``, the intervals of those metrics alone (the rule's
-    look between blocks: a bootstrap is ~17 ms a metric at 20 rounds)."""
+    """Per metric, the median of the rounds' candidate ÷ baseline and its interval (None,
+    None without both clients); with ``only``, the intervals of those metrics alone (the
+    rule's look between blocks: a bootstrap is ~17 ms a metric at 20 rounds)."""
     if "baseline" not in rows or "candidate" not in rows:
         return None, None
     ratio: dict[str, float | None] = {}
     bars: dict[str, list[float] | None] = {}
     unchecked = spreads["baseline"].failed_rounds or spreads["candidate"].failed_rounds
     for metric in METRICS:
-        base = spreads["baseline"].spreads[metric]
-        cand = spreads["candidate"].spreads[metric]
-        if unchecked or base is None or cand is None or base.median <= 0:
-            ratio[metric] = None  # undefined, shown as N/A
+        base = [r.get(metric) for r in rows["baseline"]]
+        cand = [r.get(metric) for r in rows["candidate"]]
+        value = None if unchecked else interval.median_round_ratio(base, cand)
+        ratio[metric] = None if value is None else round(value, 4)  # None: N/A
+        if value is None or (only is not None and metric not in only):
             bars[metric] = None
             continue
-        ratio[metric] = round(cand.median / base.median, 4)
-        if only is not None and metric not in only:
-            bars[metric] = None
-            continue
-        bar = interval.ratio_interval(
-            [r[metric] for r in rows["baseline"]],
-            [r[metric] for r in rows["candidate"]],
-            seed=f"{seed}:{metric}",
-        )
+        bar = interval.ratio_interval(base, cand, seed=f"{seed}:{metric}")
         bars[metric] = None if bar is None else list(bar)
     if "floor" in rows and (only is None or ABOVE_FLOOR in only):
         _above_floor(rows, spreads, seed, ratio, bars)

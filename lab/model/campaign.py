@@ -126,7 +126,8 @@ class RepetitionRecord:
     #: the judgement (lab evaluate's record, or a fixture task's); None when nothing was
     #: judged
     evaluation: Evaluation | TaskEvaluation | None = None
-    #: candidate median / baseline median of the task's speed metric (or first backup wall)
+    #: the timing ratio of the task's speed metric (or first backup wall): the median of the
+    #: rounds' candidate ÷ baseline (``lab.evaluate.interval``)
     timing_ratio: float | None = None
     #: the ratio's 95 % interval [low, high] (``lab.evaluate.interval``); the speed goal is
     #: met only when all of it is under the goal

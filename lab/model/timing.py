@@ -162,8 +162,10 @@ class Timing:
     method: str
     #: client name ("baseline", "candidate") -> its spreads
     clients: dict[str, ClientTiming]
-    #: candidate median ÷ baseline median per metric, stored when both clients ran; None
-    #: for a metric where it is undefined
+    #: the median of the rounds' candidate ÷ baseline per metric (each round's two clients
+    #: ran next to each other; ``first_backup_wall_above_floor``: of the medians' shares
+    #: above the floor), stored when both clients ran; None for a metric where it is
+    #: undefined
     ratio: dict[str, float | None] | None = None
     #: the 95 % confidence interval [low, high] of each ``ratio`` (None where undefined)
     ratio_interval: dict[str, list[float] | None] | None = None

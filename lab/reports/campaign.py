@@ -129,9 +129,9 @@ def repetition_table(record: CampaignRecord) -> Table:
         rows,
         notes=[
             "Each repetition's patch (repetitions/rN/patch.diff) is kept whatever its outcome; "
-            "timing is candidate median / baseline median, untraced, sandboxed alike, with its "
-            "95% interval (paired bootstrap over the alternated rounds); a speed goal is met "
-            "only when the whole interval is under it."
+            "timing is the median of the rounds' candidate / baseline, untraced, sandboxed "
+            "alike, with its 95% interval (paired bootstrap over the alternated rounds); a speed "
+            "goal is met only when the whole interval is under it."
         ],
     )  # fmt: skip
 

@@ -166,8 +166,8 @@ def evaluation_timing_table(evaluation: Evaluation) -> Table | None:
     ]
     notes = [
         f"Untraced runs, {_rounds(timing)}, clients alternated. "
-        "Ratio = candidate median / baseline median; below 1.00x the candidate is faster; "
-        "N/A where undefined."
+        "Ratio = the median of the rounds' candidate / baseline (a round's two clients ran "
+        "next to each other); below 1.00x the candidate is faster; N/A where undefined."
         + (
             " Wall above the floor = (candidate - floor) / (baseline - floor) of the "
             "first-backup medians: the clients' own shares compared, N/A where the baseline's "
