@@ -1,131 +1,195 @@
 #!/usr/bin/env python3
-"""Where the timing ratio's noise comes from (a benchmark, not a test).
+"""Where the timing ratio's noise comes from, and which ratio it spares (a benchmark, not a
+test).
 
 Runs the seeded client against itself exactly as ``lab evaluate``'s timing rounds do (every
-invocation in the sandbox, baseline and candidate alternated round by round, via
-``lab.evaluate.timing``'s own round), keeps every round's raw values, and compares two
-paired statistics on the same rounds:
+invocation in the sandbox; baseline, candidate and the instrument floor's reference uploader
+alternated round by round with ``lab.evaluate.timing_cell``'s own round, each cell closed
+beside the next one's opening), a fixed ``--rounds`` per repeat, keeps every round's raw
+values, and compares two statistics of the same rounds, each with the same paired bootstrap
+(``lab.evaluate.interval.paired_bootstrap``):
 
-* the lab's: candidate median ÷ baseline median, with its paired bootstrap interval
-  (``lab.evaluate.interval.ratio_interval``);
-* the median of the per-round ratios (candidate_i ÷ baseline_i), with a percentile bootstrap
-  over the rounds: it cancels what a round's two clients share (the machine's load at that
-  moment), which a ratio of two medians does not.
+* the median of the rounds' own ratios (candidate_i ÷ baseline_i): the lab's ratio since
+  round 11 (``lab.evaluate.interval.ratio_interval``); what a round's two clients shared (the
+  machine's load at that moment) cancels within the round;
+* candidate median ÷ baseline median: the lab's ratio before it.
 
-It also prints the correlation of the two clients' walls across rounds (how much of the
-noise the two clients share) and each client's own spread.
+For each it also replays ``lab evaluate``'s rounds rule on the kept rounds (at least 12,
+then 4 at a time up to the 36 of the cap, until the interval is within ±5 %): where the
+rounds would have stopped and the half-width there. It prints the correlation of the two
+clients' walls across rounds (how much of the noise they share) and the baseline's spread.
 
-    python benchmarks/timing_noise.py --rounds 20 --size 524288 \
-        --json benchmarks/timing-noise-2026-12-02.json
+    python benchmarks/timing_noise.py --rounds 36 --repeats 8 \
+        --json benchmarks/timing-noise-paired-2026-12-05.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import random
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lab.evaluate import interval, timing_cell  # noqa: E402
+from lab.evaluate import floor, interval, timing_cell  # noqa: E402
+from lab.model.timing import TARGET_HALF_WIDTH  # noqa: E402
 from lab.sandbox import Sandbox  # noqa: E402
 from lab.workloads.backup import fixture  # noqa: E402
 
 METRICS = ("first_backup_wall", "first_backup_cpu")
+LEAST, STEP, CAP = 12, 4, 36  # lab evaluate's defaults (lab.evaluate.timing)
 
 
-def rounds_of(sandbox: Sandbox, size: int, rounds: int, scratch: Path) -> list[dict[str, Any]]:
-    client = ROOT / "native" / "backup-client"
+def rounds_of(
+    sandbox: Sandbox, clients: dict[str, Path], size: int, rounds: int, scratch: Path
+) -> list[dict[str, Any]]:
     source = scratch / "source.bin"
     digest = fixture.write_source(source, seed="timing", size=size)
     data = source.read_bytes()
+    closing = timing_cell.Closing()
     rows = []
-    for _ in range(rounds):
-        row = {}
-        for name in ("baseline", "candidate"):
-            row[name] = timing_cell.sandboxed_round(  # the lab's own timing round
-                sandbox, name, client, data, digest, scratch, 60.0
+    try:
+        for _ in range(rounds):
+            rows.append(
+                {
+                    name: timing_cell.sandboxed_round(  # the lab's own timing round
+                        sandbox, name, client, data, digest, scratch, 60.0, closing
+                    )
+                    for name, client in clients.items()
+                }
             )
-        rows.append(row)
+    finally:
+        closing.settle()
     return rows
 
 
-def median_ratio_interval(ratios: list[float], seed: str) -> tuple[float, float]:
-    rng = random.Random(seed)
-    n = len(ratios)
-    values = sorted(
-        statistics.median(ratios[rng.randrange(n)] for _ in range(n))
-        for _ in range(interval.RESAMPLES)
-    )
-    return values[int(0.025 * len(values))], values[int(0.975 * len(values))]
+def _of_medians(columns: Sequence[Sequence[float]]) -> float | None:
+    base = statistics.median(columns[0])
+    return None if base <= 0 else statistics.median(columns[1]) / base
+
+
+STATISTICS = {
+    "median_of_round_ratios": interval.median_of_pairs,
+    "ratio_of_medians": _of_medians,
+}
+
+
+def _bar(base: list[float], cand: list[float], name: str, seed: str) -> dict[str, Any]:
+    value = STATISTICS[name]([base, cand])
+    bar = interval.paired_bootstrap([base, cand], STATISTICS[name], seed)
+    width = None if value is None or bar is None else interval.half_width(bar, value)
+    return {
+        "ratio": None if value is None else round(value, 4),
+        "interval": None if bar is None else list(bar),
+        "half_width": None if width is None else round(width, 4),
+    }
+
+
+def replay_rule(base: list[float], cand: list[float], name: str, seed: str) -> dict[str, Any]:
+    """Where lab evaluate's rounds rule would have stopped on these rounds."""
+    cap = min(CAP, len(base))
+    n = min(LEAST, cap)
+    while True:
+        found = _bar(base[:n], cand[:n], name, seed)
+        width = found["half_width"]
+        if (width is not None and width <= TARGET_HALF_WIDTH) or n >= cap:
+            return found | {"rounds": n}
+        n = min(cap, n + STEP)
 
 
 def analyse(rows: list[dict[str, Any]], metric: str) -> dict[str, Any]:
     base = [r["baseline"][metric] for r in rows]
     cand = [r["candidate"][metric] for r in rows]
-    ratio = statistics.median(cand) / statistics.median(base)
-    bar = interval.ratio_interval(base, cand, seed=f"noise:{metric}")
-    per_round = [c / b for b, c in zip(base, cand, strict=True)]
-    per_ratio = statistics.median(per_round)
-    per_bar = median_ratio_interval(per_round, f"noise:{metric}:per-round")
+    seed = f"noise:{metric}"
     return {
         "metric": metric,
         "baseline_ms": [round(v * 1000, 2) for v in base],
         "candidate_ms": [round(v * 1000, 2) for v in cand],
+        "floor_ms": [round(r["floor"][metric] * 1000, 2) for r in rows if "floor" in r],
         "correlation": round(statistics.correlation(base, cand), 3),
         "baseline_spread": round(statistics.pstdev(base) / statistics.median(base), 3),
-        "ratio_of_medians": round(ratio, 4),
-        "ratio_of_medians_interval": bar,
-        "ratio_of_medians_half_width": None if bar is None else interval.half_width(bar, ratio),
-        "median_of_round_ratios": round(per_ratio, 4),
-        "median_of_round_ratios_interval": [round(v, 4) for v in per_bar],
-        "median_of_round_ratios_half_width": interval.half_width(per_bar, per_ratio),
+        "all_rounds": {name: _bar(base, cand, name, seed) for name in STATISTICS},
+        "rule_replayed": {name: replay_rule(base, cand, name, seed) for name in STATISTICS},
     }
+
+
+def summary(results: list[dict[str, Any]]) -> None:
+    walls = [r for r in results if r["metric"] == "first_backup_wall"]
+    print(f"\nfirst backup's wall, {len(walls)} repeats, the rule replayed (12 … 36 rounds):")
+    for name in STATISTICS:
+        widths = [100 * (r["rule_replayed"][name]["half_width"] or float("nan")) for r in walls]
+        stops = [r["rule_replayed"][name]["rounds"] for r in walls]
+        holds = sum(
+            1
+            for r in walls
+            if (bar := r["rule_replayed"][name]["interval"]) is not None and bar[0] <= 1 <= bar[1]
+        )
+        print(
+            f"  {name:24} half-width median ±{statistics.median(widths):.1f} % (max "
+            f"±{max(widths):.1f} %, above ±5 % in {sum(w > 5 for w in widths)}); rounds "
+            f"median {statistics.median(stops):g} ({min(stops)} … {max(stops)}); "
+            f"intervals holding 1.0: {holds} of {len(walls)}"
+        )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=20)
-    parser.add_argument("--size", type=int, action="append", default=None)
+    parser.add_argument("--rounds", type=int, default=CAP)
+    parser.add_argument("--repeats", type=int, default=4)
+    parser.add_argument("--size", type=int, default=524_288)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--note", default="", help="what else the machine ran (kept in --json)")
     args = parser.parse_args()
-    sizes = args.size or [524_288]
+    client = ROOT / "native" / "backup-client"
     sandbox = Sandbox.open(f"bench-noise-{int(time.time())}")
     results = []
     try:
-        for size in sizes:
-            with tempfile.TemporaryDirectory(prefix="lab-bench-noise-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="lab-bench-noise-") as tmp:
+            reference = floor.build(Path(tmp) / "floor", None)
+            clients = {"baseline": client, "candidate": client}
+            if reference.binary is not None:
+                clients["floor"] = reference.binary
+            for repeat in range(args.repeats):
                 started = time.monotonic()
-                rows = rounds_of(sandbox, size, args.rounds, Path(tmp))
+                rows = rounds_of(sandbox, clients, args.size, args.rounds, Path(tmp))
                 elapsed = round(time.monotonic() - started, 1)
-            failed = sum(1 for r in rows for side in r.values() if side.get("failed"))
-            for metric in METRICS:
-                found = analyse(rows, metric) | {"size": size, "rounds": args.rounds}
-                found |= {"elapsed_s": elapsed, "failed_invocations": failed}
-                results.append(found)
-                hw = found["ratio_of_medians_half_width"]
-                print(
-                    f"{size:>9} {metric:18} corr {found['correlation']:+.2f} "
-                    f"spread {found['baseline_spread']:.0%}  ratio of medians "
-                    f"{found['ratio_of_medians']} ±{100 * (hw or float('nan')):.1f}%  "
-                    f"median of round ratios {found['median_of_round_ratios']} "
-                    f"±{100 * found['median_of_round_ratios_half_width']:.1f}%  "
-                    f"({elapsed} s, {failed} failed)",
-                    flush=True,
-                )
+                failed = sum(1 for r in rows for side in r.values() if side.get("failed"))
+                for metric in METRICS:
+                    found = analyse(rows, metric) | {
+                        "repeat": repeat + 1,
+                        "size": args.size,
+                        "rounds": args.rounds,
+                        "elapsed_s": elapsed,
+                        "failed_rounds": failed,
+                    }
+                    results.append(found)
+                    every, rule = found["all_rounds"], found["rule_replayed"]
+                    print(
+                        f"repeat {repeat + 1} {metric:18} corr {found['correlation']:+.2f} "
+                        f"spread {found['baseline_spread']:.0%}; "
+                        + "; ".join(
+                            f"{name} {every[name]['ratio']} "
+                            f"±{100 * (every[name]['half_width'] or float('nan')):.1f}% "
+                            f"(rule: {rule[name]['rounds']} rounds, "
+                            f"±{100 * (rule[name]['half_width'] or float('nan')):.1f}%)"
+                            for name in STATISTICS
+                        )
+                        + f" [{elapsed} s, {failed} failed]",
+                        flush=True,
+                    )
     finally:
         sandbox.close()
+    summary(results)
     if args.json is not None:
-        args.json.write_text(
-            json.dumps({"benchmark": "timing_noise", "results": results}, indent=2) + "\n"
-        )
+        document = {"benchmark": "timing_noise", "note": args.note, "results": results}
+        args.json.write_text(json.dumps(document, indent=2) + "\n")
     return 0
 
 

@@ -71,7 +71,7 @@ def ratio_interval(
     """[low, high] of the median of the rounds' candidate ÷ baseline
     (``median_round_ratio``), or None when fewer than ``MIN_ROUNDS`` rounds have both values
     or a baseline value is not positive."""
-    return _bootstrap([baseline, candidate], median_of_pairs, seed, resamples, level)
+    return paired_bootstrap([baseline, candidate], median_of_pairs, seed, resamples, level)
 
 
 def above_floor_interval(
@@ -86,7 +86,7 @@ def above_floor_interval(
     """[low, high] of the clients' shares above the instrument floor, (candidate median −
     floor median) ÷ (baseline median − floor median), the three clients of a round kept
     together; None when a resample's baseline is not above its floor (no share to compare)."""
-    return _bootstrap([baseline, candidate, floor], ratio_above_floor, seed, resamples, level)
+    return paired_bootstrap([baseline, candidate, floor], ratio_above_floor, seed, resamples, level)
 
 
 def median_of_pairs(columns: Sequence[Sequence[float]]) -> float | None:
@@ -100,13 +100,17 @@ def ratio_above_floor(columns: Sequence[Sequence[float]]) -> float | None:
     return None if base <= 0 else (statistics.median(columns[1]) - floor) / base
 
 
-def _bootstrap(
+def paired_bootstrap(
     columns: Sequence[Sequence[float | None]],
     statistic: Callable[[Sequence[Sequence[float]]], float | None],
     seed: str,
-    resamples: int,
-    level: float,
+    resamples: int = RESAMPLES,
+    level: float = LEVEL,
 ) -> tuple[float, float] | None:
+    """The ``level`` percentile interval of ``statistic`` over ``resamples`` resamples of
+    the rounds (the rows of ``columns``, one column a client), each round's values kept
+    together; rounds missing a value are left out. None with fewer than ``MIN_ROUNDS``
+    complete rounds or when ``statistic`` is undefined (None) for a resample."""
     rounds = [row for row in zip(*columns, strict=True) if all(v is not None for v in row)]
     if len(rounds) < MIN_ROUNDS:
         return None

@@ -12,10 +12,10 @@ import pytest
 from lab.evaluate.interval import (
     METHOD,
     MIN_ROUNDS,
-    _bootstrap,
     above_floor_interval,
     half_width,
     median_round_ratio,
+    paired_bootstrap,
     ratio_above_floor,
     ratio_interval,
     round_ratios,
@@ -81,7 +81,7 @@ def test_a_load_both_clients_of_a_round_share_cancels_within_the_round() -> None
     base = [0.020 * f * (1 + rng.uniform(-0.03, 0.03)) for f in load]
     cand = [0.020 * f * (1 + rng.uniform(-0.03, 0.03)) for f in load]
     paired = ratio_interval(base, cand, seed="s")
-    of_medians = _bootstrap([base, cand], _of_medians, "s", 2000, 0.95)
+    of_medians = paired_bootstrap([base, cand], _of_medians, "s")
     assert paired is not None and of_medians is not None
     ratio = median_round_ratio(base, cand)
     assert ratio is not None and paired[0] <= ratio <= paired[1]
