@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from lab import _start
 from lab._parser import build_parser, completion_script
 from lab.errors import ArchiveError, LabError
 from lab.evaluate.request import EvaluationRequest
@@ -356,6 +357,7 @@ def run() -> None:
     the evidence to the prompt. A thread still running (none should be) gets the normal
     exit, which waits for it."""
     status = main()
+    _start.stop_unused()  # a drawer started for a command that never drew
     if any(
         t.is_alive() and not t.daemon
         for t in threading.enumerate()

@@ -1,18 +1,21 @@
-"""The PDF report drawn in a child process while the lab finishes everything else.
+"""The PDF report drawn in a process of its own while the lab finishes everything else (the
+lab's side; the drawer's is ``lab.reports.drawer``).
 
 reportlab is pure Python: importing it and parsing the five embedded DejaVu fonts costs
 about 0.1 s of CPU, and drawing a default run's eleven pages about 0.13 s more, all on the
-lab's one interpreter lock. A run forks one drawer before its passes start (no thread
-exists yet, so the fork copies nothing half-held); the drawer imports reportlab and
-registers the fonts on whatever core the clients leave free, then waits. Once the results
-exist the lab hands it the results model (``RunResult.to_dict()``, read back with
-``RunResult.from_dict`` exactly as ``lab merge`` reads a shard), the archived-file table and
-the timeline's path; the drawer writes ``report.pdf`` while the lab writes ``results.json``,
-``report.md`` and ``report.html``. The PDF's bytes are those :func:`render_pdf` draws in the
-lab itself (tests/integration/test_drawing.py compares them).
+lab's one interpreter lock. ``python -m lab run`` and ``lab evaluate`` start the drawer
+before the lab's own modules are imported (``lab._start``), so that its warm-up runs on the
+core those imports leave idle; used as a library, the lab forks one before a run's passes
+start (no thread exists yet, so the fork copies nothing half-held). The drawer warms up
+(reportlab, the fonts), then waits. Once the results exist the lab hands it the results
+model (``RunResult.to_dict()``, read back with ``RunResult.from_dict`` exactly as ``lab
+merge`` reads a shard), the archived-file table and the timeline's path; the drawer writes
+``report.pdf`` while the lab writes ``results.json``, ``report.md`` and ``report.html``. The
+PDF's bytes are those :func:`lab.reports.drawer.draw_here` draws in the lab itself
+(tests/unit/pipeline/test_drawing.py compares them).
 
-    with drawer() as pdf:            # forked here; None where a fork is not possible
-        ...                          # the passes
+    with drawer() as pdf:            # lab._start's drawer, or one forked here; None where
+        ...                          # neither is possible; the passes
         job = pdf.draw(run, run_dir / "report.pdf", files=files, timeline=timeline_path)
         ...                          # results.json, report.md, report.html
         job.wait()                   # ReportError naming what failed; never a lost PDF
@@ -30,17 +33,18 @@ import importlib
 import multiprocessing
 import multiprocessing.connection
 import os
-import signal
+import subprocess
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
-from lab import errors
+from lab import _start, errors
 from lab.errors import LabError
 from lab.model import RunResult
 from lab.reports import ArchivedFile
+from lab.reports import drawer as drawer_side
 
 #: how long the lab waits for the drawer's PDF before drawing it itself (a default run's
 #: takes 0.15 s; a 1,000-scenario run's a few seconds)
@@ -71,60 +75,6 @@ def warm_imports() -> None:
             importlib.import_module(name)
 
 
-def _warm() -> None:
-    """What every drawing needs first: reportlab and the fonts (the slow part, done once)."""
-    from lab.reports import fonts
-    from lab.reports.pdf import render_pdf  # noqa: F401 - imported to be ready
-
-    fonts.register()
-
-
-def _serve(conn: multiprocessing.connection.Connection) -> None:
-    """The drawer's life: warm up, then draw each job it is sent until the pipe closes."""
-    # the lab's own handlers (lab.run.interrupt) are not the drawer's: it ignores Ctrl-C,
-    # and SIGTERM ends it quietly
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    # a failure here (a font missing) is met again, and reported, by the first job
-    with contextlib.suppress(Exception):
-        _warm()
-    while True:
-        try:
-            job = conn.recv()
-        except (EOFError, OSError):
-            return
-        try:
-            _draw(**job)
-            conn.send(None)
-        except LabError as exc:
-            conn.send(("lab", type(exc).__name__, str(exc)))
-        except Exception as exc:  # the lab draws it again, and raises it there as itself
-            conn.send(("bug", type(exc).__name__, str(exc)))
-
-
-def _draw(
-    result: dict[str, Any], out: str, files: list[dict[str, Any]] | None, timeline: str | None
-) -> None:
-    from lab.reports.pdf import render_pdf
-    from lab.reports.swimlanes import timeline_rows
-
-    run = RunResult.from_dict(result)
-    rows = timeline_rows(Path(timeline)) if timeline is not None else []
-    archived = None if files is None else [ArchivedFile(**f) for f in files]
-    render_pdf(run, Path(out), files=archived, timeline=rows)
-
-
-def draw_here(
-    run: RunResult, out: Path, *, files: list[ArchivedFile] | None, timeline: Path | None
-) -> None:
-    """The same drawing in this process (no drawer, or the drawer is gone)."""
-    from lab.reports.pdf import render_pdf
-    from lab.reports.swimlanes import timeline_rows
-
-    rows = timeline_rows(timeline) if timeline is not None else []
-    render_pdf(run, out, files=files, timeline=rows)
-
-
 @dataclass
 class Job:
     """One PDF being drawn; ``wait()`` returns once ``out`` is written."""
@@ -147,7 +97,7 @@ class Job:
             kind, name, text = answer
             if kind == "lab":
                 raise _lab_error(name)(text)
-        draw_here(self.run, self.out, files=self.files, timeline=self.timeline)
+        drawer_side.draw_here(self.run, self.out, files=self.files, timeline=self.timeline)
 
     def discard(self) -> None:
         """Return once the drawer is done with this job, whatever its answer, drawing
@@ -161,14 +111,38 @@ def _lab_error(name: str) -> type[LabError]:
     return found if isinstance(found, type) and issubclass(found, LabError) else LabError
 
 
-class Drawer:
-    """The forked drawer process and the lab's end of its pipe."""
+class _Process(Protocol):
+    """What the lab does with its drawer's process (a forked ``multiprocessing`` one, or
+    the one ``lab._start`` started, seen through :class:`_Started`)."""
 
-    def __init__(
-        self,
-        process: multiprocessing.process.BaseProcess,
-        conn: multiprocessing.connection.Connection,
-    ) -> None:
+    def is_alive(self) -> bool: ...
+
+    def kill(self) -> None: ...
+
+    def join(self, timeout: float | None = None) -> None: ...
+
+
+class _Started:
+    """The drawer ``lab._start`` started, as a :class:`_Process`."""
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        self.popen = popen
+
+    def is_alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def kill(self) -> None:
+        self.popen.kill()
+
+    def join(self, timeout: float | None = None) -> None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(timeout)
+
+
+class Drawer:
+    """The drawer process and the lab's end of its pipe."""
+
+    def __init__(self, process: _Process, conn: multiprocessing.connection.Connection) -> None:
         self.process = process
         self.conn = conn
         self._lock = threading.Lock()
@@ -218,14 +192,21 @@ class Drawer:
 
 @contextlib.contextmanager
 def drawer() -> Iterator[Drawer | None]:
-    """A drawer forked now (None where fork is not available or threads already run: a
-    fork then could copy a lock another thread holds)."""
+    """The drawer ``lab._start`` started for this command, else one forked now (None where
+    fork is not available or threads already run: a fork then could copy a lock another
+    thread holds)."""
     made: Drawer | None = None
-    if hasattr(os, "fork") and threading.active_count() == 1:
+    early = _start.take_drawer()
+    if early is not None:
+        popen, end = early
+        made = Drawer(_Started(popen), multiprocessing.connection.Connection(end.detach()))
+    elif hasattr(os, "fork") and threading.active_count() == 1:
         try:
             context = multiprocessing.get_context("fork")
             ours, theirs = context.Pipe()
-            process = context.Process(target=_serve, args=(theirs,), name="lab-pdf", daemon=True)
+            process = context.Process(
+                target=drawer_side.serve, args=(theirs,), name="lab-pdf", daemon=True
+            )
             process.start()
             theirs.close()
             made = Drawer(process, ours)

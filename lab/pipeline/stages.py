@@ -230,7 +230,8 @@ def report(
 ) -> None:
     """Report: ``results.json`` (validated), ``report.md``, ``report.pdf`` and ``report.html``.
     With a ``drawer`` the PDF is drawn in its process while this one writes the others."""
-    from lab.pipeline.drawing import Job, draw_here
+    from lab.pipeline.drawing import Job
+    from lab.reports.drawer import draw_here
     from lab.reports.html import render_html
     from lab.reports.markdown import render_markdown
     from lab.reports.swimlanes import timeline_rows

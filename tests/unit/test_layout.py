@@ -64,7 +64,7 @@ LONG_FUNCTIONS: set[str] = {
 #: module belongs to the layer of the longest prefix that names it ("lab" alone is exact).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("leaves", ("lab", "lab.errors", "lab.registry", "lab.host.tools", "lab.host.clock",
-                "lab.host.digest", "lab.host.capabilities", "lab.intervals")),
+                "lab.host.digest", "lab.host.capabilities", "lab.intervals", "lab._start")),
     ("model", ("lab.model",)),
     ("host", ("lab.host", "lab.resources", "lab.schemas", "lab.container")),
     ("sandbox", ("lab.sandbox",)),

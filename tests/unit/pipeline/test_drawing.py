@@ -1,7 +1,7 @@
-"""The PDF drawer (lab.pipeline.drawing): forked before any thread, it draws the very bytes
-the lab draws itself, says a LabError it met as the same kind and sentence, and a drawer
-that is gone leaves the PDF to the lab. Each case runs in a fresh interpreter, so that no
-thread of the test session stops the fork."""
+"""The PDF drawer (lab.pipeline.drawing): started by lab._start before the lab's imports, or
+forked before any thread, it draws the very bytes the lab draws itself, says a LabError it
+met as the same kind and sentence, and a drawer that is gone leaves the PDF to the lab. Each
+case runs in a fresh interpreter, so that no thread of the test session stops the fork."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import json, sys
 from pathlib import Path
 from lab.model import RunResult
 from lab.pipeline import drawing
+from lab.reports import drawer as drawer_side
 run = RunResult.from_dict(json.loads(Path({str(SAMPLE)!r}).read_text()))
 out = Path(sys.argv[1])
 """
@@ -39,7 +40,7 @@ with drawing.drawer() as pdf:
     assert pdf is not None, "no drawer was forked"
     pdf.draw(run, out / "drawer.pdf", files=None, timeline=None).wait()
     assert pdf.process.is_alive()
-drawing.draw_here(run, out / "here.pdf", files=None, timeline=None)
+drawer_side.draw_here(run, out / "here.pdf", files=None, timeline=None)
 print("ok")
 """,
         tmp_path,
@@ -47,6 +48,51 @@ print("ok")
     assert done.stdout.strip() == "ok", done.stderr
     drawn = (tmp_path / "drawer.pdf").read_bytes()
     assert drawn.startswith(b"%PDF") and drawn == (tmp_path / "here.pdf").read_bytes()
+
+
+def test_the_drawer_started_before_the_imports_is_taken_and_draws_the_same_bytes(
+    tmp_path: Path,
+) -> None:
+    done = _python(
+        """
+from lab import _start
+_start._early = _start.start_drawer()      # what python -m lab run does first
+with drawing.drawer() as pdf:
+    assert isinstance(pdf.process, drawing._Started), "the started drawer was not taken"
+    assert _start.take_drawer() is None    # taken once
+    pdf.draw(run, out / "started.pdf", files=None, timeline=None).wait()
+    popen = pdf.process.popen
+    assert popen.poll() is None
+assert popen.poll() is not None            # stopped with the run
+drawer_side.draw_here(run, out / "here.pdf", files=None, timeline=None)
+print("ok")
+""",
+        tmp_path,
+    )
+    assert done.stdout.strip() == "ok", done.stderr
+    drawn = (tmp_path / "started.pdf").read_bytes()
+    assert drawn.startswith(b"%PDF") and drawn == (tmp_path / "here.pdf").read_bytes()
+
+
+def test_a_started_drawer_nothing_took_is_stopped_and_one_left_alone_ends_by_itself() -> None:
+    from lab import _start
+
+    _start._early = _start.start_drawer()
+    popen = _start._early[0]
+    _start.stop_unused()
+    assert popen.wait(10) is not None and _start.take_drawer() is None
+    # the lab gone (its end of the pipe closed) ends the drawer, warm or not
+    popen, ours = _start.start_drawer()
+    ours.close()
+    assert popen.wait(60) == 0
+
+
+def test_only_the_commands_that_draw_start_a_drawer() -> None:
+    from lab._start import wants_drawer
+
+    assert wants_drawer(["run", "--all"]) and wants_drawer(["evaluate", "--local"])
+    for argv in ([], ["--version"], ["verify", "x.tar.gz"], ["run", "--help"], ["doctor"]):
+        assert not wants_drawer(argv), argv
 
 
 def test_a_lab_error_in_the_drawer_is_raised_as_itself(tmp_path: Path) -> None:
