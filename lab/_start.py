@@ -52,6 +52,10 @@ def start_drawer() -> tuple[subprocess.Popen[bytes], socket.socket]:
             pass_fds=(theirs.fileno(),),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
+            # nothing of the drawer's reaches the lab's terminal: whatever it cannot draw
+            # (an import that fails, a bug) the lab draws again itself, where the error is
+            # reported as the lab reports any (lab.pipeline.drawing.Job.wait)
+            stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
     except BaseException:

@@ -5,6 +5,7 @@ case runs in a fresh interpreter, so that no thread of the test session stops th
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -79,6 +80,8 @@ def test_a_started_drawer_nothing_took_is_stopped_and_one_left_alone_ends_by_its
 
     _start._early = _start.start_drawer()
     popen = _start._early[0]
+    # nothing of the drawer's reaches the lab's terminal (what it cannot draw, the lab does)
+    assert all(os.readlink(f"/proc/{popen.pid}/fd/{fd}") == "/dev/null" for fd in (0, 1, 2))
     _start.stop_unused()
     assert popen.wait(10) is not None and _start.take_drawer() is None
     # the lab gone (its end of the pipe closed) ends the drawer, warm or not
