@@ -120,9 +120,12 @@ def analyse(rows: list[dict[str, Any]], metric: str) -> dict[str, Any]:
     }
 
 
-def summary(results: list[dict[str, Any]]) -> None:
-    walls = [r for r in results if r["metric"] == "first_backup_wall"]
-    print(f"\nfirst backup's wall, {len(walls)} repeats, the rule replayed (12 … 36 rounds):")
+def summary(results: list[dict[str, Any]], size: int) -> None:
+    walls = [r for r in results if r["metric"] == "first_backup_wall" and r["size"] == size]
+    print(
+        f"\n{size} bytes, first backup's wall, {len(walls)} repeats, the rule replayed "
+        f"({LEAST} … {CAP} rounds):"
+    )
     for name in STATISTICS:
         widths = [100 * (r["rule_replayed"][name]["half_width"] or float("nan")) for r in walls]
         stops = [r["rule_replayed"][name]["rounds"] for r in walls]
@@ -139,14 +142,52 @@ def summary(results: list[dict[str, Any]]) -> None:
         )
 
 
+def one_repeat(
+    sandbox: Sandbox, clients: dict[str, Path], size: int, rounds: int, repeat: int, tmp: Path
+) -> list[dict[str, Any]]:
+    """One repeat's rounds, analysed per metric (and printed)."""
+    started = time.monotonic()
+    rows = rounds_of(sandbox, clients, size, rounds, tmp)
+    elapsed = round(time.monotonic() - started, 1)
+    failed = sum(1 for r in rows for side in r.values() if side.get("failed"))
+    found_all = []
+    for metric in METRICS:
+        found = analyse(rows, metric) | {
+            "repeat": repeat,
+            "size": size,
+            "rounds": rounds,
+            "elapsed_s": elapsed,
+            "failed_rounds": failed,
+        }
+        found_all.append(found)
+        every, rule = found["all_rounds"], found["rule_replayed"]
+        print(
+            f"{size:>9} repeat {repeat} {metric:18} corr {found['correlation']:+.2f} "
+            f"spread {found['baseline_spread']:.0%}; "
+            + "; ".join(
+                f"{name} {every[name]['ratio']} "
+                f"±{100 * (every[name]['half_width'] or float('nan')):.1f}% "
+                f"(rule: {rule[name]['rounds']} rounds, "
+                f"±{100 * (rule[name]['half_width'] or float('nan')):.1f}%)"
+                for name in STATISTICS
+            )
+            + f" [{elapsed} s, {failed} failed]",
+            flush=True,
+        )
+    return found_all
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=CAP)
     parser.add_argument("--repeats", type=int, default=4)
-    parser.add_argument("--size", type=int, default=524_288)
+    parser.add_argument(
+        "--size", type=int, action="append", default=None, help="bytes (repeatable; 524288)"
+    )
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--note", default="", help="what else the machine ran (kept in --json)")
     args = parser.parse_args()
+    sizes = args.size or [524_288]
     client = ROOT / "native" / "backup-client"
     sandbox = Sandbox.open(f"bench-noise-{int(time.time())}")
     results = []
@@ -156,37 +197,13 @@ def main() -> int:
             clients = {"baseline": client, "candidate": client}
             if reference.binary is not None:
                 clients["floor"] = reference.binary
-            for repeat in range(args.repeats):
-                started = time.monotonic()
-                rows = rounds_of(sandbox, clients, args.size, args.rounds, Path(tmp))
-                elapsed = round(time.monotonic() - started, 1)
-                failed = sum(1 for r in rows for side in r.values() if side.get("failed"))
-                for metric in METRICS:
-                    found = analyse(rows, metric) | {
-                        "repeat": repeat + 1,
-                        "size": args.size,
-                        "rounds": args.rounds,
-                        "elapsed_s": elapsed,
-                        "failed_rounds": failed,
-                    }
-                    results.append(found)
-                    every, rule = found["all_rounds"], found["rule_replayed"]
-                    print(
-                        f"repeat {repeat + 1} {metric:18} corr {found['correlation']:+.2f} "
-                        f"spread {found['baseline_spread']:.0%}; "
-                        + "; ".join(
-                            f"{name} {every[name]['ratio']} "
-                            f"±{100 * (every[name]['half_width'] or float('nan')):.1f}% "
-                            f"(rule: {rule[name]['rounds']} rounds, "
-                            f"±{100 * (rule[name]['half_width'] or float('nan')):.1f}%)"
-                            for name in STATISTICS
-                        )
-                        + f" [{elapsed} s, {failed} failed]",
-                        flush=True,
-                    )
+            for size in sizes:
+                for repeat in range(1, args.repeats + 1):
+                    results += one_repeat(sandbox, clients, size, args.rounds, repeat, Path(tmp))
     finally:
         sandbox.close()
-    summary(results)
+    for size in sizes:
+        summary(results, size)
     if args.json is not None:
         document = {"benchmark": "timing_noise", "note": args.note, "results": results}
         args.json.write_text(json.dumps(document, indent=2) + "\n")
