@@ -2,7 +2,10 @@
 parser, its accepted return codes, its raw output and its "unavailable because …" message.
 
 Process collectors (strace, perf) *wrap* the sandboxed client's command line, because each
-runs it as its own child (following every fork). Session collectors (bpftrace, the packet
+runs it as its own child (following every fork); one that can instead *attach* to the
+sandbox's main process (strace: ``attacher``) does so at the jail's gate
+(``lab.sandbox.gate``), so that it follows the client from its own ``execve`` on and not the
+jail's steps before it. Session collectors (bpftrace, the packet
 capture) attach once per pass (bpftrace: or once for several passes, ``lab.run.phases``)
 and attribute what they see to each invocation: bpftrace by
 the invocation's cgroup id, the capture (inside the pass's network namespace, every
@@ -20,11 +23,12 @@ any pass.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from lab.host.procs import CommandLog, Completed
+from lab.host.procs import Background, CommandLog, Completed
 from lab.model import ObserverStatus
 from lab.model.observed import ObserverSummary
 
@@ -152,6 +156,12 @@ class ProcessCollector(ABC):
     def wrap(self, client_argv: list[str], ctx: InvocationContext) -> list[str]:
         """The command line to run instead of ``client_argv``. The client's stdout must
         remain the wrapped command's stdout (tracer output goes to files in out_dir)."""
+
+    def attacher(self, ctx: InvocationContext) -> Callable[[int], Background] | None:
+        """What starts this tracer on a running process (the sandbox's main process, waiting
+        at its gate), returning once started; ``collect`` then gets that command's record.
+        None (the default): the tracer wraps the jail instead."""
+        return None
 
     @abstractmethod
     def collect(self, ctx: InvocationContext, completed: Completed) -> CollectorOutput:

@@ -1,14 +1,19 @@
 """The strace collector: every system call of the client and of anything it starts.
 
-strace runs the client as its child (``-f`` follows forks and threads) and writes one line
-per call to ``strace.txt`` in the invocation directory, with an epoch timestamp (``-ttt``),
+In the sandbox, strace attaches to the jail's main process while it waits at its gate, just
+before the client (``strace -f -p PID``: ``lab.sandbox.gate``), and follows it through its
+``execve`` of the client and every process that starts; without a sandbox it runs the
+client as its child. Either way ``-f`` follows forks and threads, and it writes one line
+per call to ``strace.txt`` in the invocation directory (its own messages, such as when it
+attached, to ``strace.stderr.txt``), with an epoch timestamp (``-ttt``),
 the call's duration (``-T``), descriptors decoded to paths and socket endpoints (``-yy``)
 and at most 16 bytes of each buffer (``-s 16``: enough to recognise ``HAVE``/``PUT``
-without copying the payload into the trace). strace passes the client's exit status (or
-its fatal signal) through, so the wrapped command's status is the client's.
+without copying the payload into the trace). Run as the client's parent, strace passes
+the client's exit status (or its fatal signal) through; the sandbox reports it either way.
 
     collector = StraceCollector()
     status = StraceCollector.probe()          # ObserverStatus(available=True, ...)
+    start = collector.attacher(ctx)           # in the sandbox: start(main_pid) at the gate
     argv = collector.wrap(["/abs/backup-client", "--source", src, "--receiver", rx], ctx)
     done = lab.host.procs.run(argv, purpose="client", log=ctx.log, accept=None, ...)
     out = collector.collect(ctx, done)        # out.summary.source_bytes_read ...
@@ -21,6 +26,7 @@ The trace is parsed by ``lab.collectors.strace_parse``:
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -29,9 +35,11 @@ from lab.collectors.strace_parse import parse_strace
 from lab.host import procs
 from lab.host.procs import Completed
 from lab.model import ObserverStatus
-from lab.sandbox.jail import JAIL_EXECS
+from lab.sandbox.jail import GATED_EXECS, JAIL_EXECS
 
 TRACE_NAME = "strace.txt"
+#: strace's own messages when it attached at the gate (it attached, it detached, errors)
+STDERR_NAME = "strace.stderr.txt"
 #: ``-s``: bytes of each string argument strace prints (payload stays out of the trace)
 STRING_LIMIT = 16
 YAMA_PTRACE_SCOPE = Path("/proc/sys/kernel/yama/ptrace_scope")
@@ -86,6 +94,21 @@ class StraceCollector(ProcessCollector):
         return ObserverStatus(True, None, detail)
 
     def wrap(self, client_argv: list[str], ctx: InvocationContext) -> list[str]:
+        return [*self._options(ctx), "--", *client_argv]
+
+    def attacher(self, ctx: InvocationContext) -> Callable[[int], procs.Background]:
+        def start(pid: int) -> procs.Background:
+            return procs.Background(
+                [*self._options(ctx), "-p", str(pid)],
+                purpose=f"strace attached at the sandbox's gate (invocation {ctx.invocation})",
+                log=ctx.log,
+                tool="strace",
+                stderr=ctx.out_dir / STDERR_NAME,
+            ).start()
+
+        return start
+
+    def _options(self, ctx: InvocationContext) -> list[str]:
         trace = ctx.out_dir / TRACE_NAME
         return [
             procs.which("strace") or "strace",
@@ -100,8 +123,6 @@ class StraceCollector(ProcessCollector):
             str(STRING_LIMIT),
             "-o",
             str(trace),
-            "--",
-            *client_argv,
         ]
 
     def collect(self, ctx: InvocationContext, completed: Completed) -> CollectorOutput:
@@ -112,6 +133,9 @@ class StraceCollector(ProcessCollector):
                 self.name, None, error=f"strace wrote no trace {TRACE_NAME} ({why})."
             )
         artifacts = [ctx.relative(trace)]
+        messages = ctx.out_dir / STDERR_NAME
+        if messages.exists():
+            artifacts.append(ctx.relative(messages))
         if completed.timed_out:
             return CollectorOutput(
                 self.name,
@@ -126,6 +150,7 @@ class StraceCollector(ProcessCollector):
             str(ctx.source_path.resolve()),
             client_pid=ctx.client_pid,
             execs_before_client=JAIL_EXECS if ctx.client_pid is not None else 0,
+            attached_execs=GATED_EXECS,
         )
         if not tally.complete:
             why = completed.stderr_excerpt()

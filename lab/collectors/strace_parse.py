@@ -247,12 +247,23 @@ OPAQUE_CALLS = frozenset({"io_uring_setup", "io_uring_enter", "io_uring_register
 
 
 def client_calls(
-    calls: list[Syscall], client_pid: int, execs_before_client: int
+    calls: list[Syscall],
+    client_pid: int,
+    execs_before_client: int,
+    *,
+    attached_execs: int | None = None,
 ) -> tuple[list[Syscall], int]:
     """The calls of the client and its descendants: ``client_pid``'s calls from its
     ``execs_before_client + 1``-th successful execve on (the ones before are the sandbox's
     steps: the joining shell, capsh, prlimit), and every call of a process it created after
-    that. Returns (those calls, how many processes they come from)."""
+    that. Returns (those calls, how many processes they come from).
+
+    ``attached_execs``: the count instead when the tracer attached to ``client_pid`` itself
+    (at the jail's gate, ``lab.sandbox.gate``) rather than running the jail: such a trace
+    begins with ``client_pid``'s own calls, where one that ran the jail begins with the
+    jail's first command's ``execve`` (another process)."""
+    if attached_execs is not None and calls and calls[0].pid == client_pid:
+        execs_before_client = attached_execs
     children: dict[int, list[int]] = {}
     execs = 0
     started_at: int | None = None
@@ -282,13 +293,19 @@ def client_calls(
 
 
 def parse_strace(
-    text: str, source_path: str, *, client_pid: int | None = None, execs_before_client: int = 0
+    text: str,
+    source_path: str,
+    *,
+    client_pid: int | None = None,
+    execs_before_client: int = 0,
+    attached_execs: int | None = None,
 ) -> StraceTally:
     """Summarise an ``strace -f -ttt -T -yy`` trace.
 
     With ``client_pid`` (the sandbox's main process), only the client's part of the trace
     counts (:func:`client_calls`): the sandbox's own steps are counted apart
-    (``sandbox_syscalls``) and never taken for the client's.
+    (``sandbox_syscalls``) and never taken for the client's; ``attached_execs``: as
+    :func:`client_calls` takes it.
 
     ``source_path`` is the source file's resolved path (strace decodes descriptors from
     ``/proc``, so it shows the real path, not a symlink). Source bytes are the positive
@@ -301,7 +318,9 @@ def parse_strace(
     calls, summary = iter_syscalls(text)
     if client_pid is not None:
         total = len(calls)
-        calls, summary.processes = client_calls(calls, client_pid, execs_before_client)
+        calls, summary.processes = client_calls(
+            calls, client_pid, execs_before_client, attached_execs=attached_execs
+        )
         summary.sandbox_syscalls = total - len(calls)
     destinations: set[str] = set()
     opaque: set[str] = set()

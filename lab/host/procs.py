@@ -382,6 +382,10 @@ class Background:
         )
         return self
 
+    def start(self) -> Background:
+        """Start it without a ``with`` block; the caller then waits for it or stops it."""
+        return self.__enter__()
+
     @property
     def pid(self) -> int:
         assert self.proc is not None, "not started"

@@ -30,6 +30,9 @@ from lab.sandbox.supervise import Outcome
 
 
 class HostCell:
+    #: no jail, so no gate: a tracer wraps the client (``lab.sandbox.cell.PassCell.gated``)
+    gated = False
+
     def __init__(self, *, client: Path, invocations: int, log: procs.CommandLog | None):
         self.scratch = Path(tempfile.mkdtemp(prefix="lab-pass-"))
         self.client = client.resolve()
@@ -75,8 +78,12 @@ class HostCell:
         stderr: Path,
         purpose: str,
         started: Callable[[], None] | None = None,
+        attach: Callable[[int], procs.Background] | None = None,
     ) -> Outcome:
-        """One invocation on the host; ``started``: called as the client is started."""
+        """One invocation on the host; ``started``: called as the client is started.
+        ``attach`` is never given: a host cell has no gate (``gated``), a tracer wraps."""
+        if attach is not None:
+            raise ValueError("a host cell has no gate to attach a tracer at")
         home = self.scratch / f"home-{index}"
         home.mkdir(exist_ok=True)
         env = {**ENVIRONMENT, "HOME": str(home), "TMPDIR": str(home)}

@@ -480,18 +480,25 @@ class Runner:
             invocation=index,
             source_time=now_rfc3339(),
         )
+        # a tracer that can attaches at the jail's gate (it then follows the client from its
+        # own execve on, not the jail's steps before it); otherwise it wraps the jail
+        attach = tracer.attacher(ctx) if tracer is not None and cell.gated else None
+        wrapping = tracer is not None and attach is None
         outcome = cell.run(
             index,
             argv,
-            wrap=(lambda a: tracer.wrap(a, ctx)) if tracer is not None else (lambda a: a),
+            wrap=(lambda a: tracer.wrap(a, ctx)) if tracer is not None and wrapping else _same,
             timeout_s=self.plan.timeout_s,
             stdout=inv_dir / "client.stdout",
             stderr=inv_dir / "client.stderr",
             purpose=f"client invocation {index} ({labels['scenario']}, pass {p.collector})",
             started=self.client_started,
+            attach=attach,
         )
         exited_ns = time.monotonic_ns()
         ctx.client_pid = outcome.main_pid
+        if outcome.attach_error is not None:
+            raise CollectorError(f"invocation {index}: {outcome.attach_error}")
         if outcome.sandbox_error is not None:
             raise ClientError(f"invocation {index}: {outcome.sandbox_error}")
         # The endpoints may still be finishing the last connection's records.
@@ -545,3 +552,8 @@ class Runner:
         for name, why in self.plan.unavailable.items():
             inv.missing.setdefault(name, why)
         return inv
+
+
+def _same(argv: list[str]) -> list[str]:
+    """The command line as it is (no tracer wraps it)."""
+    return argv

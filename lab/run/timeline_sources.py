@@ -32,7 +32,7 @@ from lab.collectors.strace_parse import (
 )
 from lab.model import ScenarioResult
 from lab.run.timeline import MONOTONIC, REALTIME, Sighting, Timeline
-from lab.sandbox.jail import JAIL_EXECS
+from lab.sandbox.jail import GATED_EXECS, JAIL_EXECS
 
 if TYPE_CHECKING:
     from lab.collectors.packets_pcap import Packet
@@ -81,7 +81,7 @@ def _epoch_ns(seconds: float) -> int:
 def strace_sightings(text: str, client_pid: int | None, execs_before_client: int) -> list[Sighting]:
     calls, _ = iter_syscalls(text)
     if client_pid is not None:
-        calls, _ = client_calls(calls, client_pid, execs_before_client)
+        calls, _ = client_calls(calls, client_pid, execs_before_client, attached_execs=GATED_EXECS)
     rows: list[Sighting] = []
     for call in calls:
         if call.name in SEND_CALLS:

@@ -13,13 +13,14 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from lab.host.live import Beside
 from lab.sandbox.boxfs import DiskUse, mount_bounded, remove_tree, usage
 from lab.sandbox.cgroup import InvocationGroup
+from lab.sandbox.gate import Gate
 from lab.sandbox.jail import JailSpec, jail_argv, resolv_conf_text
 from lab.sandbox.netns import NetworkNamespace, name_for
 from lab.sandbox.seccomp import KmsgWatch, Refusals
@@ -85,6 +86,9 @@ class Reservation:
 class PassCell:
     """Per pass: the network namespace, the box, the store's directory, one cgroup per
     invocation (made before the pass starts, so that a tracer can filter on their ids)."""
+
+    #: its jail has a gate a tracer can attach at (``run(attach=…)``, ``lab.sandbox.gate``)
+    gated = True
 
     def __init__(self, sandbox: Sandbox, reserved: Reservation, *, client: Path) -> None:
         self.sandbox = sandbox
@@ -216,9 +220,15 @@ class PassCell:
         stderr: Path,
         purpose: str,
         started: Callable[[], None] | None = None,
+        attach: Callable[[int], procs.Background] | None = None,
     ) -> Outcome:
-        """One invocation in the jail; ``started``: called once the client runs."""
+        """One invocation in the jail; ``started``: called once the client runs;
+        ``attach``: starts a tracer on the jail's main process at its gate (then not a
+        wrapper)."""
         spec = self.spec(index)
+        gate = None if attach is None else Gate()
+        if gate is not None:
+            spec = replace(spec, gate_fd=gate.jail_fd)
         settings = self.sandbox.settings
         watch = KmsgWatch.open()
         outcome = supervise(
@@ -233,6 +243,8 @@ class PassCell:
             head=settings.output_head,
             tail=settings.output_tail,
             started=started,
+            gate=gate,
+            attach=attach,
         )
         outcome.disk = self.disk_use()
         outcome.refused = self.sandbox.refusals(watch, self.user)

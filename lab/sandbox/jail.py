@@ -23,7 +23,8 @@
    observer would rightly count as the client's own connects.
 5. ``lab-filter`` (``lab.sandbox.seccomp``, bound read-only at ``/run/lab-filter``): a
    seccomp filter refusing, with EPERM and a kernel audit record each, the calls a backup
-   client never needs; every later process inherits it.
+   client never needs; every later process inherits it. With a gate (``--gate=FD``,
+   ``lab.sandbox.gate``) it first waits there until the lab has attached a tracer.
 6. ``prlimit --core=0`` (and ``--nproc`` when no pids controller enforces ``pids_max``).
 7. The client's own command line.
 
@@ -80,6 +81,9 @@ RESOLVER = "127.0.0.53"
 #: successful execve(2) calls the sandbox's main process makes before the client's own: the
 #: joining shell, capsh, the filter, prlimit (a syscall trace starts the client's part after)
 JAIL_EXECS = 4
+#: of those, the ones after the filter's gate (``JailSpec.gate_fd``): prlimit. A tracer
+#: attached at the gate (``lab.sandbox.gate``) sees only these before the client's own
+GATED_EXECS = 1
 #: exit status of the shell step when it cannot hide the sandbox's init or join the cgroup
 #: (the client never ran)
 JOIN_FAILED = 125
@@ -127,6 +131,9 @@ class JailSpec:
     workdir: Path | None = None
     #: variables set beside the allow-list (an agent's repetition number)
     extra_env: tuple[tuple[str, str], ...] = ()
+    #: the gate's descriptor (``lab.sandbox.gate.Gate.jail_fd``): the filter step waits
+    #: there until the lab has attached a tracer; None: no gate
+    gate_fd: int | None = None
 
 
 def _tool(name: str) -> str:
@@ -265,6 +272,7 @@ def jail_argv(spec: JailSpec, client_argv: Sequence[str], *, status_fd: int) -> 
         "--no-new-privs",
         f"--shell={FILTER_INSIDE}",
         "--",
+        *([] if spec.gate_fd is None else [f"--gate={spec.gate_fd}"]),
         _inside("prlimit"),
         "--core=0",
     ]

@@ -10,6 +10,10 @@ and the wrapper (a tracer, or nothing) finishing after it.
         purpose="client invocation 1 (baseline, pass none)", log=log)
     outcome.exit_status, outcome.timed_out, outcome.lingering, outcome.wrapper
 
+With a ``gate`` (``lab.sandbox.gate``) and ``attach``, the tracer is not a wrapper: once the
+jail's filter step waits at the gate, ``attach(main_pid)`` starts it on that process, the
+gate opens when the kernel shows it attached, and ``outcome.wrapper`` is the tracer's record.
+
 The main process is the first child of the init bwrap reports on ``--json-status-fd``
 (``child-pid``: pid 1 of the sandbox's PID namespace); its exit is the ``exit-code`` line
 bwrap writes on the same descriptor as soon as it exits.
@@ -27,10 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lab.errors import CollectorError
 from lab.host import procs
 from lab.model.sandbox import CgroupStats, ProcessInfo
 from lab.sandbox.boxfs import DiskUse
 from lab.sandbox.cgroup import InvocationGroup, describe_process
+from lab.sandbox.gate import Gate
 from lab.sandbox.jail import JOIN_FAILED
 from lab.sandbox.output import DEFAULT_HEAD, DEFAULT_TAIL, CappedStream, StreamRecord
 from lab.sandbox.seccomp import Refusals
@@ -40,6 +46,8 @@ LINGERING_DESCRIBED = 32
 #: how long the wrapper (strace, perf, or bwrap itself) may take to finish once the cgroup
 #: is empty: tracers write their output after the traced processes are gone
 WRAPPER_GRACE_S = 60.0
+#: how long a tracer attached at the gate may take to attach (it takes milliseconds)
+ATTACH_TIMEOUT_S = 30.0
 
 
 @dataclass
@@ -66,10 +74,13 @@ class Outcome:
     stats: CgroupStats | None = None
     stdout: StreamRecord | None = None
     stderr: StreamRecord | None = None
-    #: the whole command (wrapper + sandbox + client) as lab.host.procs saw it
+    #: the whole command (wrapper + sandbox + client) as lab.host.procs saw it; with a
+    #: tracer attached at the gate, that tracer's command
     wrapper: procs.Completed | None = None
     #: one sentence when the sandbox itself failed (the client then never ran)
     sandbox_error: str | None = None
+    #: one sentence when a tracer to attach at the gate did not (the client never ran)
+    attach_error: str | None = None
     #: "home" / "tmp" -> what the bounded directory held after the invocation (set by the
     #: pass cell, which owns them; None where statvfs failed)
     disk: dict[str, DiskUse | None] = field(default_factory=dict)
@@ -181,9 +192,13 @@ def supervise(
     tail: int = DEFAULT_TAIL,
     echo: tuple[Callable[[bytes], None], Callable[[bytes], None]] | None = None,
     started: Callable[[], None] | None = None,
+    gate: Gate | None = None,
+    attach: Callable[[int], procs.Background] | None = None,
 ) -> Outcome:
     """``echo``: callbacks given each chunk of stdout and of stderr as it arrives;
-    ``started``: called once the client's main process runs (not if it never does)."""
+    ``started``: called once the client's main process runs (not if it never does);
+    ``gate`` (passed to the jail, whose filter step waits there) and ``attach`` (starts a
+    tracer on a pid): the tracer attached at the gate."""
     status_r, status_w = os.pipe()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
@@ -193,8 +208,9 @@ def supervise(
     err = CappedStream(err_r, stderr, head=head, tail=tail, echo=echo[1] if echo else None)
     out.start()
     err.start()
+    passed = [status_w] if gate is None else [status_w, gate.jail_fd]
     bg = procs.Background(
-        argv, purpose=purpose, log=log, stdout=out_w, stderr=err_w, pass_fds=[status_w]
+        argv, purpose=purpose, log=log, stdout=out_w, stderr=err_w, pass_fds=passed
     )
     t0 = time.monotonic()
     try:
@@ -202,22 +218,37 @@ def supervise(
     finally:
         for fd in (status_w, out_w, err_w):
             os.close(fd)
+        if gate is not None:
+            gate.spawned()
     outcome = Outcome(exit_status=None, timed_out=False, wall_s=0.0, cpu_s=None, main_pid=None)
+    tracer: list[procs.Background] = []
     try:
-        _watch(outcome, bg, status, group, t0, timeout_s, linger_grace_s, started)
+        attaching = None if gate is None or attach is None else (gate, attach, tracer)
+        _watch(outcome, bg, status, group, t0, timeout_s, linger_grace_s, started, attaching)
     finally:
         # whatever happened above (an error, Ctrl-C): nothing of the client survives
+        if gate is not None:
+            gate.close()  # a filter step still at the gate exits, the client unrun
         outcome.contained = group.kill() and outcome.contained
         outcome.wrapper = bg.wait(WRAPPER_GRACE_S)
+        if tracer:  # it ends once the processes it follows are gone
+            outcome.wrapper = tracer[0].wait(WRAPPER_GRACE_S)
         status.join(5.0)
         outcome.stdout = out.join(10.0)
         outcome.stderr = err.join(10.0)
     outcome.exit_status = status.exit_code
     outcome.stats = group.stats()
     outcome.cpu_s = outcome.stats.cpu_usage_s
-    if outcome.main_pid is None or (status.exit_code == JOIN_FAILED and not outcome.cpu_s):
+    if outcome.attach_error is None and (
+        outcome.main_pid is None or (status.exit_code == JOIN_FAILED and not outcome.cpu_s)
+    ):
         outcome.sandbox_error = _sandbox_failure(outcome, stderr)
     return outcome
+
+
+#: a gate to attach a tracer at: the gate, what starts the tracer on a pid, and where the
+#: started tracer is kept
+Attaching = tuple[Gate, Callable[[int], procs.Background], list[procs.Background]]
 
 
 def _watch(
@@ -229,6 +260,7 @@ def _watch(
     timeout_s: float,
     linger_grace_s: float,
     started: Callable[[], None] | None = None,
+    attaching: Attaching | None = None,
 ) -> None:
     deadline = t0 + timeout_s
     # bwrap reports the client's pid once the sandbox is set up; if bwrap fails first, the
@@ -245,6 +277,21 @@ def _watch(
     outcome.main_pid = _first_child(status.child_pid) or status.child_pid
     if started is not None:
         started()
+    if attaching is not None:
+        gate, attach, tracer = attaching
+        until = min(deadline, time.monotonic() + ATTACH_TIMEOUT_S)
+        try:
+            found = gate.attach(
+                outcome.main_pid,
+                start=attach,
+                deadline=until,
+                gone=lambda: status.got_exit.is_set() or not bg.alive(),
+            )
+            if found is not None:
+                tracer.append(found)
+        except CollectorError as exc:
+            # the gate is closed: the filter step exits without running the client
+            outcome.attach_error = str(exc)
     # the client's main process exited when bwrap reports its exit code (its init then
     # lives on, reaping, while anything the client left runs)
     exited = status.got_exit.wait(max(0.0, deadline - time.monotonic()))

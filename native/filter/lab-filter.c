@@ -1,6 +1,14 @@
 /* lab-filter: the sandbox's system-call filter (lab/sandbox/seccomp.py).
  *
  *   lab-filter PROGRAM [ARG...]   refuse the calls below, then exec PROGRAM
+ *   lab-filter --gate=FD PROGRAM [ARG...]
+ *                                 first wait at the gate FD (a socket the lab holds the
+ *                                 other end of): say "R" (ready), wait for "G" (go), close
+ *                                 FD; then as above. Anything but "G" (the lab closed its
+ *                                 end) ends here with 125: the client never runs. The lab
+ *                                 attaches its tracer (strace -p) meanwhile, so that the
+ *                                 trace starts here, not with the jail's earlier steps
+ *                                 (lab/sandbox/supervise.py, Gate)
  *   lab-filter --list             print "NAME NUMBER ARCH" of each refused call (ARCH: the
  *                                 audit architecture, hex, as in the kernel's records)
  *
@@ -26,6 +34,7 @@
 #include <seccomp.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -133,12 +142,46 @@ static int load(void)
     return rc;
 }
 
+/* The gate: "R" out, then one byte in, which must be "G". Returns 0 to go on. */
+static int gate(const char *spec)
+{
+    char *end = NULL;
+    errno = 0;
+    long fd = strtol(spec, &end, 10);
+    if (errno != 0 || end == spec || *end != '\0' || fd < 0 || fd > 65535) {
+        fprintf(stderr, "lab-filter: --gate takes a file descriptor, not %s\n", spec);
+        return -1;
+    }
+    ssize_t n;
+    do
+        n = write((int)fd, "R", 1);
+    while (n < 0 && errno == EINTR);
+    char go = 0;
+    if (n == 1)
+        do
+            n = read((int)fd, &go, 1);
+        while (n < 0 && errno == EINTR);
+    close((int)fd);
+    if (n == 1 && go == 'G')
+        return 0;
+    fprintf(stderr, "lab-filter: the lab did not open the gate; the client was not run\n");
+    return -1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "--list") == 0)
         return list();
+    static const char GATE[] = "--gate=";
+    if (argc >= 2 && strncmp(argv[1], GATE, sizeof GATE - 1) == 0) {
+        if (gate(argv[1] + sizeof GATE - 1) != 0)
+            return FAILED;
+        argv++;
+        argc--;
+    }
     if (argc < 2) {
-        fprintf(stderr, "usage: lab-filter PROGRAM [ARG...] | lab-filter --list\n");
+        fprintf(stderr,
+                "usage: lab-filter [--gate=FD] PROGRAM [ARG...] | lab-filter --list\n");
         return FAILED;
     }
     int rc = load();
