@@ -26,6 +26,7 @@ The trace is parsed by ``lab.collectors.strace_parse``:
 from __future__ import annotations
 
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -35,6 +36,7 @@ from lab.collectors.strace_parse import parse_strace
 from lab.host import procs
 from lab.host.procs import Completed
 from lab.model import ObserverStatus
+from lab.sandbox import gate
 from lab.sandbox.jail import GATED_EXECS, JAIL_EXECS
 
 TRACE_NAME = "strace.txt"
@@ -53,7 +55,9 @@ class StraceCollector(ProcessCollector):
 
     @classmethod
     def probe(cls) -> ObserverStatus:
-        """strace installed, ptrace allowed: proven by tracing ``true`` for real."""
+        """strace installed, ptrace allowed: proven by tracing ``true`` for real, and by
+        attaching to a process that is not strace's child (as at the sandbox's gate, where
+        Yama's ``ptrace_scope`` 1 wants CAP_SYS_PTRACE)."""
         path = procs.which("strace")
         if path is None:
             return ObserverStatus(False, procs.missing_tool("strace"))
@@ -82,11 +86,15 @@ class StraceCollector(ProcessCollector):
                 timeout=30,
                 accept=None,
             )
+            why = None
             if done.exit_status != 0:
-                excerpt = done.stderr_excerpt() or f"exit status {done.exit_status}"
+                why = done.stderr_excerpt() or f"exit status {done.exit_status}"
+            else:
+                why = _attach_refused(path, Path(tmp))
+            if why is not None:
                 return ObserverStatus(
                     False,
-                    f"strace cannot trace a process here ({excerpt}); run as root or grant "
+                    f"strace cannot trace a process here ({why}); run as root or grant "
                     "CAP_SYS_PTRACE (in Docker: --cap-add SYS_PTRACE) and check "
                     f"{YAMA_PTRACE_SCOPE}.",
                     detail,
@@ -191,6 +199,30 @@ def file_trace_argv(trace: Path, argv: list[str]) -> list[str]:
         "--",
         *argv,
     ]
+
+
+def _attach_refused(strace: str, tmp: Path) -> str | None:
+    """Why ``strace -p`` could not attach to a sibling process here (None: it did)."""
+    sleep = procs.which("sleep") or "/bin/sleep"
+    with procs.Background([sleep, "30"], purpose="strace attach probe's target") as target:
+        tracer = procs.Background(
+            [strace, "-o", "/dev/null", "-p", str(target.pid)],
+            purpose="strace attach probe",
+            stderr=tmp / "attach.stderr",
+        ).start()
+        try:
+            deadline = time.monotonic() + 10.0
+            while gate.tracer_of(target.pid) != tracer.pid:
+                if not tracer.alive() or time.monotonic() > deadline:
+                    tracer.stop()
+                    done = tracer.wait(0)
+                    return done.stderr_excerpt() or "strace -p did not attach within 10 s"
+                time.sleep(0.005)
+        except BaseException:
+            tracer.stop()
+            raise
+    tracer.wait(10.0)  # the target is gone: strace ends with it
+    return None
 
 
 def _ptrace_scope() -> int | None:

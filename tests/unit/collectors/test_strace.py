@@ -22,6 +22,7 @@ from lab.collectors.strace_parse import (
     unescape,
 )
 from lab.host import procs
+from lab.sandbox.jail import GATED_EXECS, JAIL_EXECS
 from tests.unit.collectors.helpers import SIZE, completed, make_ctx
 
 NATIVE_SIZE = 524288
@@ -388,3 +389,63 @@ def test_a_pid_of_the_sandbox_namespace_is_read_as_the_tracers() -> None:
     )
     calls, _ = iter_syscalls(text)
     assert [c.ret for c in calls if c.name == "clone"] == [4536]
+
+
+def test_a_trace_attached_at_the_gate_starts_with_the_client(
+    assets: Path, fixtures: dict[str, Any]
+) -> None:
+    # strace -p on the jail's main process waiting at its gate (lab.sandbox.gate): the trace
+    # begins with that process's own read of the gate's "G", then prlimit, then the client
+    name = "sandboxed_attached_baseline_first"
+    text = (assets / "strace" / f"{name}.txt").read_text()
+    fx = fixtures[name]
+    assert text.startswith(f"{fx['client_pid']} ") and "read(16<UNIX-STREAM:" in text.split("\n")[0]
+    s = parse_strace(
+        text,
+        fx["source"],
+        client_pid=fx["client_pid"],
+        execs_before_client=JAIL_EXECS,
+        attached_execs=GATED_EXECS,
+    )
+    assert s.connects == 2 and s.destinations == [f"127.0.0.1:{fx['receiver_port']}"]
+    assert s.source_bytes_read == 2 * NATIVE_SIZE  # hashed once, then sent from byte 0
+    assert s.processes == 1 and s.exit_status == 0 and s.complete
+    # the filter's last calls and prlimit: a few dozen, not the jail's ~1,800
+    assert 0 < s.sandbox_syscalls < 200
+    # read as a trace that ran the jail, it would skip four execs and find no client at all
+    wrong = parse_strace(text, fx["source"], client_pid=fx["client_pid"], execs_before_client=4)
+    assert wrong.syscalls == 0
+
+
+def test_a_trace_that_ran_the_jail_is_not_taken_for_an_attached_one(
+    assets: Path, fixtures: dict[str, Any]
+) -> None:
+    # its first call is the jail's first command's execve, by another process: the count of
+    # the jail's own execs applies, whatever attached_execs says
+    name = "sandboxed_baseline_first"
+    fx = fixtures[name]
+    text = (assets / "strace" / f"{name}.txt").read_text()
+    both = parse_strace(
+        text, fx["source"], client_pid=fx["client_pid"], execs_before_client=3, attached_execs=1
+    )
+    assert both.summary() == sandboxed(assets, fixtures).summary()
+
+
+def test_attacher_traces_the_pid_with_the_same_options(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ctx = make_ctx(tmp_path)
+    collector = StraceCollector()
+    wrapped = collector.wrap(["/bin/client"], ctx)
+    started: list[procs.Background] = []
+
+    class Recorded(procs.Background):
+        def start(self) -> procs.Background:
+            started.append(self)
+            return self
+
+    monkeypatch.setattr(procs, "Background", Recorded)
+    collector.attacher(ctx)(4242)
+    [bg] = started
+    assert bg.argv == [*wrapped[: wrapped.index("--")], "-p", "4242"]
+    assert bg.stderr == ctx.out_dir / strace.STDERR_NAME

@@ -54,6 +54,19 @@ def test_jail_order_namespaces_then_root_then_cgroup_then_identity(tmp_path: Pat
     assert "--core=0" in " ".join(argv)
 
 
+def test_a_gate_makes_the_filter_wait_there_first(tmp_path: Path) -> None:
+    plain = jail.jail_argv(spec(tmp_path), ["/c"], status_fd=3)
+    gated = jail.jail_argv(spec(tmp_path, gate_fd=11), ["/c"], status_fd=3)
+    shell = gated.index(f"--shell={seccomp.INSIDE}")
+    # capsh runs the filter with the words after "--": the gate first, then prlimit
+    assert gated[shell + 1 : shell + 3] == ["--", "--gate=11"]
+    assert os.path.basename(gated[shell + 3]) == "prlimit"
+    assert [a for a in gated if a != "--gate=11"] == plain
+    assert not any(a.startswith("--gate") for a in plain)
+    # after the gate, one exec (prlimit) comes before the client's own
+    assert jail.GATED_EXECS == 1 < jail.JAIL_EXECS
+
+
 def test_jail_clears_the_environment_but_for_the_allow_list(tmp_path: Path) -> None:
     argv = jail.jail_argv(spec(tmp_path), ["/c"], status_fd=3)
     assert "--clearenv" in argv
