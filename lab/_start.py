@@ -17,6 +17,7 @@ Only the standard library is imported here.
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import subprocess
 import sys
@@ -25,9 +26,12 @@ from pathlib import Path
 #: the commands that draw a PDF (the first word after the program's name)
 DRAWING_COMMANDS = frozenset({"run", "evaluate"})
 
-#: the drawer's code: the lab's own package first on its path, whatever the lab's was
+#: the drawer's code: the lab's import path as the lab has it, its own package first. The
+#: interpreter starts without ``site`` (``-S``): the path comes from the lab, whose ``site``
+#: already read the ``.pth`` files, and what a ``.pth`` file runs at start-up (this
+#: machine's run 30-40 ms of imports) is not the drawer's to run again
 _SERVE = (
-    "import sys; sys.path.insert(0, sys.argv[1]); "
+    "import sys, json; sys.path[:] = [sys.argv[1], *json.loads(sys.argv[3])]; "
     "from lab.reports.drawer import serve_fd; serve_fd(int(sys.argv[2]))"
 )
 
@@ -47,8 +51,9 @@ def start_drawer() -> tuple[subprocess.Popen[bytes], socket.socket]:
     ours, theirs = socket.socketpair()
     try:
         root = str(Path(__file__).resolve().parent.parent)
+        path = json.dumps(sys.path)
         process = subprocess.Popen(
-            [sys.executable, "-c", _SERVE, root, str(theirs.fileno())],
+            [sys.executable, "-S", "-c", _SERVE, root, str(theirs.fileno()), path],
             pass_fds=(theirs.fileno(),),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

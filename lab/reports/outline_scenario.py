@@ -6,25 +6,10 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from lab.model import CLAUSES, RunResult, ScenarioResult, Verdict
-from lab.model.campaign import CampaignRecord
-from lab.model.evaluation import Evaluation
 from lab.reports import ArchivedFile, charts
-from lab.reports.campaign import (
-    CAMPAIGN_EXIT_STATEMENT,
-    campaign_headline,
-)
-from lab.reports.campaign import campaign_sections as campaign_parts
-from lab.reports.campaign import identity_rows as campaign_identity
-from lab.reports.evaluation import (
-    evaluation_clause_table,
-    evaluation_diagnostics_table,
-    evaluation_frozen_files,
-    evaluation_identity,
-    evaluation_other_rows,
-    evaluation_refusal,
-    evaluation_timing_table,
-)
 from lab.reports.observers import (
     flows_table,
     observed_any,
@@ -65,6 +50,10 @@ from lab.reports.view import (
     View,
     widths,
 )
+
+if TYPE_CHECKING:  # their presenters are imported where a record holds one (a run has none)
+    from lab.model.campaign import CampaignRecord
+    from lab.model.evaluation import Evaluation
 
 
 def scenario_anchor(run: RunResult, s: ScenarioResult) -> str:
@@ -243,6 +232,16 @@ def _pairs(rows: list[tuple[str, str]], header: tuple[str, str] = ("item", "valu
 
 
 def evaluation_sections(evaluation: Evaluation) -> list[Section]:
+    from lab.reports.evaluation import (
+        evaluation_clause_table,
+        evaluation_diagnostics_table,
+        evaluation_frozen_files,
+        evaluation_identity,
+        evaluation_other_rows,
+        evaluation_refusal,
+        evaluation_timing_table,
+    )
+
     blocks: list[Block] = []
     refusal = evaluation_refusal(evaluation)
     if refusal:
@@ -282,6 +281,10 @@ _REPETITION_WIDTHS = (24, 62, 50, 46, 34, 52, 70, 48)
 
 
 def campaign_sections(record: CampaignRecord) -> list[Section]:
+    from lab.reports.campaign import CAMPAIGN_EXIT_STATEMENT, campaign_headline
+    from lab.reports.campaign import campaign_sections as campaign_parts
+    from lab.reports.campaign import identity_rows as campaign_identity
+
     blocks: list[Block] = [
         Text(campaign_headline(record), "strong"),
         Text(CAMPAIGN_EXIT_STATEMENT, "box"),

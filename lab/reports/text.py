@@ -20,8 +20,6 @@ from __future__ import annotations
 import html
 import re
 
-from rich.markup import escape as rich_escape
-
 #: At most this many characters of one cell or sentence are drawn; a reason naming every
 #: destination of an ordinary run fits (a few hundred characters), a flood does not.
 TEXT_LIMIT = 1_200
@@ -108,4 +106,6 @@ def html_text(value: str, limit: int = TEXT_LIMIT) -> str:
 
 def console_text(value: str, limit: int = TEXT_LIMIT) -> str:
     """rich console text: ``[bold]`` and the like drawn, never obeyed."""
+    from rich.markup import escape as rich_escape  # the console's own: not the PDF drawer's
+
     return str(rich_escape(bounded(value, limit)))
