@@ -26,7 +26,10 @@ from lab.reports import ArchivedFile
 
 
 def warm() -> None:
-    """What every drawing needs first: reportlab and the fonts (the slow part, done once)."""
+    """What every drawing needs first: reportlab and the fonts (the slow part, done once),
+    and the renderer reportlab imports when it draws the first chart."""
+    import reportlab.graphics.renderPDF  # noqa: F401 - imported to be ready
+
     from lab.reports import fonts
     from lab.reports.pdf import render_pdf  # noqa: F401 - imported to be ready
 

@@ -129,8 +129,6 @@ def identity_section(run: RunResult) -> Section:
 
 
 def verdict_section(run: RunResult) -> Section:
-    from lab.reports.evaluation import EVALUATION_EXIT_STATEMENT, evaluation_headline
-
     blocks: list[Block] = []
     if run.incomplete is not None:
         why = str(run.incomplete.get("reason", "interrupted"))
@@ -141,9 +139,12 @@ def verdict_section(run: RunResult) -> Section:
                 "box",
             )
         )
-    headline = evaluation_headline(run.evaluation)
-    if headline is not None:
-        blocks += [Text(headline, "strong"), Text(EVALUATION_EXIT_STATEMENT, "box")]
+    if run.evaluation is not None:  # its presenter only where there is one to present
+        from lab.reports.evaluation import EVALUATION_EXIT_STATEMENT, evaluation_headline
+
+        headline = evaluation_headline(run.evaluation)
+        if headline is not None:
+            blocks += [Text(headline, "strong"), Text(EVALUATION_EXIT_STATEMENT, "box")]
     blocks += [
         Text(f"Calibration score: {calibration_statement(run.calibration)}.", "strong"),
         Text(run_status_statement(run)),
