@@ -322,6 +322,12 @@ def parse_strace(
             calls, client_pid, execs_before_client, attached_execs=attached_execs
         )
         summary.sandbox_syscalls = total - len(calls)
+    _count(summary, calls, source_path)
+    return summary
+
+
+def _count(summary: StraceTally, calls: list[Syscall], source_path: str) -> None:
+    """``parse_strace``'s figures of ``calls`` (the client's), added to ``summary``."""
     destinations: set[str] = set()
     opaque: set[str] = set()
     summary.syscalls = len(calls)
@@ -355,7 +361,6 @@ def parse_strace(
             f"io_uring ({', '.join(sorted(opaque))}): the operations it submits are not "
             "system calls, so their destinations are not in the trace"
         ]
-    return summary
 
 
 def _bare_descriptor(name: str, args: list[str]) -> bool:

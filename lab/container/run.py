@@ -48,7 +48,8 @@ COLLECTOR_CAPABILITIES: tuple[str, ...] = (
     "NET_ADMIN",  # ip netns: bring loopback up in each pass's network namespace
     "SYS_CHROOT",  # bwrap: chroot into the client's new root after pivot_root
     "SETPCAP",  # capsh: drop every capability from the client's bounding set
-    "SYS_PTRACE",  # strace -yy: read /proc/PID/fd of the client, which runs as lab-client
+    # strace -p at the jail's gate (not its child), and -yy: read /proc/PID/fd of lab-client
+    "SYS_PTRACE",
     "SYSLOG",  # /dev/kmsg where dmesg_restrict is set: the filter's refusals (seccomp.py)
 )
 #: capabilities that Docker Engine before 20.10.?? / runc without them reject by name

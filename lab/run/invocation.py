@@ -14,10 +14,13 @@ the sandbox's record of it, and a collector's output filed into the model. The r
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lab.collectors.base import CollectorOutput
+from lab.collectors.base import CollectorOutput, InvocationContext, ProcessCollector
+from lab.errors import ClientError, CollectorError, LabError
+from lab.host.procs import Background
 from lab.model import ClientClaim, Invocation, Pass, SandboxRecord
 from lab.run.plan import Plan
 from lab.sandbox.output import MARKER_PREFIX
@@ -45,6 +48,33 @@ def client_argv(
                 arg = arg.replace("{" + role + "}", address)
             argv.append(arg)
     return argv
+
+
+def tracer_hooks(
+    tracer: ProcessCollector | None, ctx: InvocationContext, *, gated: bool
+) -> tuple[Callable[[list[str]], list[str]], Callable[[int], Background] | None]:
+    """How a process collector observes one invocation, as (wrap, attach) for the cell's
+    ``run``: attached at the jail's gate where it can and the cell has one (it then follows
+    the client from its own execve on, not the jail's steps before it), else wrapping the
+    jail's command line."""
+    attach = tracer.attacher(ctx) if tracer is not None and gated else None
+    if tracer is None or attach is not None:
+        return _as_is, attach
+    return (lambda argv: tracer.wrap(argv, ctx)), None
+
+
+def _as_is(argv: list[str]) -> list[str]:
+    return argv
+
+
+def sandbox_problem(outcome: Outcome, index: int) -> LabError | None:
+    """Why invocation ``index`` did not run its client (None: it did): its tracer never
+    attached at the gate (the pass's tracer failed), or the sandbox itself failed."""
+    if outcome.attach_error is not None:
+        return CollectorError(f"invocation {index}: {outcome.attach_error}")
+    if outcome.sandbox_error is not None:
+        return ClientError(f"invocation {index}: {outcome.sandbox_error}")
+    return None
 
 
 def parse_claim(stdout: bytes, outcome: Outcome) -> ClientClaim:

@@ -25,16 +25,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from lab.collectors import is_session, process_collector, session_collector
+from lab.collectors import is_session, process_collector
 from lab.collectors.base import (
     CollectorOutput,
     InvocationContext,
     PassContext,
     ProcessCollector,
-    SessionCollector,
     Window,
 )
-from lab.errors import ClientError, CollectorError, LabError
+from lab.errors import ClientError, LabError
 from lab.host import procs
 from lab.host.clock import now_rfc3339
 from lab.model import Invocation, ObserverStatus, Pass, ScenarioResult
@@ -48,11 +47,14 @@ from lab.run.invocation import (
     current_source_digest,
     parse_claim,
     record_output,
+    sandbox_problem,
     sandbox_record,
+    tracer_hooks,
 )
 from lab.run.phases import SharedSlot
 from lab.run.plan import Plan
 from lab.run.schedule import Cancelled, Spans, cores
+from lab.run.sessions import pass_sessions
 from lab.run.timeline import Timeline, client_rows, endpoint_rows
 from lab.run.timeline_sources import add_observed
 from lab.sandbox import Reservation, Sandbox
@@ -337,7 +339,15 @@ class Runner:
             )
             if scenario.preload == "older":
                 p.preload_sha256 = rx.preload(fixture.older_backup(seed, self.plan.size))
-            with self._sessions(pctx, collector_name, p, shared, cell) as sessions:
+            with pass_sessions(
+                pctx,
+                collector_name,
+                p,
+                shared,
+                cell,
+                packets=self.plan.packets,
+                observers=self.observers,
+            ) as sessions:
                 tracer = (
                     process_collector(collector_name)()
                     if collector_name != "none" and not is_session(collector_name)
@@ -377,66 +387,6 @@ class Runner:
             self.attach_outputs(p, sessions)
         endpoint_rows(self.timeline, rx.records + decoy.records, labels)
         return p
-
-    @contextlib.contextmanager
-    def _sessions(
-        self,
-        pctx: PassContext,
-        collector_name: str,
-        p: Pass,
-        shared: SharedSlot | None,
-        cell: Any,
-    ) -> Iterator[dict[str, dict[int, CollectorOutput] | str]]:
-        """Start the pass's session collectors (the capture, bpftrace); stop them however the
-        pass ends. Yields {name: outputs once stopped, or why it did not run}. A bpftrace
-        pass of a shared phase (lab.run.phases) starts no bpftrace of its own when its box
-        runs the inode the shared session's uprobes attached to: the phase attaches the
-        session's outputs once it stops."""
-        found: dict[str, dict[int, CollectorOutput] | str] = {}
-        started: list[SessionCollector] = []
-        try:
-            why = self._packets_unavailable()
-            if why is not None:
-                found["packets"] = why
-            else:
-                from lab.collectors.packets import PacketCapture
-
-                capture = PacketCapture()
-                try:
-                    capture.start(pctx)
-                    started.append(capture)
-                except CollectorError as exc:
-                    if self.plan.packets == "required":
-                        raise CollectorError(
-                            f"{exc} Rerun with --packets best-effort or fix the capture "
-                            "(python -m lab doctor)."
-                        ) from exc
-                    found["packets"] = f"packet capture failed to start: {exc}"
-            if shared is not None and cell.runs_inode_of(shared.client):
-                p.session = shared.record
-                if shared.error is not None:
-                    p.error = shared.error
-            elif is_session(collector_name):
-                tracer = session_collector(collector_name)()
-                try:
-                    tracer.start(pctx)
-                    started.append(tracer)
-                except LabError as exc:
-                    # a tracer that cannot attach fails its own pass, never the run
-                    p.error = f"{collector_name} could not start: {exc}"
-            yield found
-        finally:
-            for session in reversed(started):
-                found[session.name] = session.stop()
-
-    def _packets_unavailable(self) -> str | None:
-        if self.plan.packets == "off":
-            return "packet capture off (--packets off)"
-        status = self.observers.get("packets")
-        if status is None or not status.available:
-            why = status.reason if status is not None else "packets were not probed"
-            return f"packet capture unavailable: {why}"
-        return None
 
     #: the phases (lab.run.phases) file a shared session's outputs through the runner
     attach_outputs = staticmethod(attach_outputs)
@@ -480,14 +430,11 @@ class Runner:
             invocation=index,
             source_time=now_rfc3339(),
         )
-        # a tracer that can attaches at the jail's gate (it then follows the client from its
-        # own execve on, not the jail's steps before it); otherwise it wraps the jail
-        attach = tracer.attacher(ctx) if tracer is not None and cell.gated else None
-        wrapping = tracer is not None and attach is None
+        wrap, attach = tracer_hooks(tracer, ctx, gated=cell.gated)
         outcome = cell.run(
             index,
             argv,
-            wrap=(lambda a: tracer.wrap(a, ctx)) if tracer is not None and wrapping else _same,
+            wrap=wrap,
             timeout_s=self.plan.timeout_s,
             stdout=inv_dir / "client.stdout",
             stderr=inv_dir / "client.stderr",
@@ -497,10 +444,9 @@ class Runner:
         )
         exited_ns = time.monotonic_ns()
         ctx.client_pid = outcome.main_pid
-        if outcome.attach_error is not None:
-            raise CollectorError(f"invocation {index}: {outcome.attach_error}")
-        if outcome.sandbox_error is not None:
-            raise ClientError(f"invocation {index}: {outcome.sandbox_error}")
+        problem = sandbox_problem(outcome, index)
+        if problem is not None:
+            raise problem
         # The endpoints may still be finishing the last connection's records.
         for endpoint in (rx, decoy):
             if not endpoint.wait_idle():
@@ -552,8 +498,3 @@ class Runner:
         for name, why in self.plan.unavailable.items():
             inv.missing.setdefault(name, why)
         return inv
-
-
-def _same(argv: list[str]) -> list[str]:
-    """The command line as it is (no tracer wraps it)."""
-    return argv

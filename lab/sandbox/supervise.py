@@ -208,18 +208,7 @@ def supervise(
     err = CappedStream(err_r, stderr, head=head, tail=tail, echo=echo[1] if echo else None)
     out.start()
     err.start()
-    passed = [status_w] if gate is None else [status_w, gate.jail_fd]
-    bg = procs.Background(
-        argv, purpose=purpose, log=log, stdout=out_w, stderr=err_w, pass_fds=passed
-    )
-    t0 = time.monotonic()
-    try:
-        bg.__enter__()
-    finally:
-        for fd in (status_w, out_w, err_w):
-            os.close(fd)
-        if gate is not None:
-            gate.spawned()
+    bg, t0 = _spawn(argv, purpose, log, (status_w, out_w, err_w), gate)
     outcome = Outcome(exit_status=None, timed_out=False, wall_s=0.0, cpu_s=None, main_pid=None)
     tracer: list[procs.Background] = []
     try:
@@ -236,6 +225,39 @@ def supervise(
         status.join(5.0)
         outcome.stdout = out.join(10.0)
         outcome.stderr = err.join(10.0)
+    _settle(outcome, status, group, stderr)
+    return outcome
+
+
+def _spawn(
+    argv: list[str],
+    purpose: str,
+    log: procs.CommandLog | None,
+    fds: tuple[int, int, int],
+    gate: Gate | None,
+) -> tuple[procs.Background, float]:
+    """Start the jail with the status, stdout and stderr pipes' write ends (``fds``, closed
+    here once it has them) and the gate's end, if any; return it and when it started."""
+    status_w, out_w, err_w = fds
+    passed = [status_w] if gate is None else [status_w, gate.jail_fd]
+    bg = procs.Background(
+        argv, purpose=purpose, log=log, stdout=out_w, stderr=err_w, pass_fds=passed
+    )
+    t0 = time.monotonic()
+    try:
+        bg.start()
+    finally:
+        for fd in fds:
+            os.close(fd)
+        if gate is not None:
+            gate.spawned()
+    return bg, t0
+
+
+def _settle(outcome: Outcome, status: _StatusReader, group: InvocationGroup, stderr: Path) -> None:
+    """The outcome's last facts once everything has ended: the exit status, the cgroup's
+    figures, and whether the sandbox itself failed (not so when a tracer kept the gate
+    shut: that is the tracer's failure)."""
     outcome.exit_status = status.exit_code
     outcome.stats = group.stats()
     outcome.cpu_s = outcome.stats.cpu_usage_s
@@ -243,7 +265,6 @@ def supervise(
         outcome.main_pid is None or (status.exit_code == JOIN_FAILED and not outcome.cpu_s)
     ):
         outcome.sandbox_error = _sandbox_failure(outcome, stderr)
-    return outcome
 
 
 #: a gate to attach a tracer at: the gate, what starts the tracer on a pid, and where the

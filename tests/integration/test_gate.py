@@ -60,14 +60,12 @@ def test_a_tracer_attached_at_the_gate_sees_the_client_and_not_the_jail(
     assert processes == 1 and kept[-1].name == "exit_group"
 
 
-def test_a_tracer_that_ends_before_attaching_leaves_the_client_unrun(
-    sandbox: Sandbox, tmp_path: Path
-) -> None:
-    def broken(pid: int) -> procs.Background:
-        return procs.Background(["/bin/true"], purpose="a tracer that fails").start()
-
-    marker = tmp_path / "ran"
-    with sandbox.pass_cell("gate-broken", client=Path("/bin/touch"), invocations=1) as cell:
+def touch_behind_the_gate(
+    sandbox: Sandbox, tmp_path: Path, tag: str, attach: Callable[[int], procs.Background]
+) -> tuple[supervising.Outcome, bool]:
+    """A client that creates a file, run with ``attach`` at its gate: the outcome, and
+    whether the file exists (the client ran)."""
+    with sandbox.pass_cell(tag, client=Path("/bin/touch"), invocations=1) as cell:
         outcome = cell.run(
             1,
             [str(cell.client), str(cell.tmp() / "ran")],
@@ -76,10 +74,19 @@ def test_a_tracer_that_ends_before_attaching_leaves_the_client_unrun(
             stdout=tmp_path / "stdout",
             stderr=tmp_path / "stderr",
             purpose="a client that must not run",
-            attach=broken,
+            attach=attach,
         )
-        ran = (cell.tmp() / "ran").exists()
-    assert not ran and not marker.exists()
+        return outcome, (cell.tmp() / "ran").exists()
+
+
+def test_a_tracer_that_ends_before_attaching_leaves_the_client_unrun(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    def broken(pid: int) -> procs.Background:
+        return procs.Background(["/bin/true"], purpose="a tracer that fails").start()
+
+    outcome, ran = touch_behind_the_gate(sandbox, tmp_path, "gate-broken", broken)
+    assert not ran
     assert outcome.attach_error is not None and "ended before it attached" in outcome.attach_error
     assert outcome.sandbox_error is None  # the sandbox did its part; the tracer did not
     assert outcome.exit_status == 125
@@ -94,18 +101,7 @@ def test_a_tracer_that_never_attaches_times_out_and_the_client_stays_unrun(
     def idle(pid: int) -> procs.Background:
         return procs.Background(["/bin/sleep", "30"], purpose="a tracer that idles").start()
 
-    with sandbox.pass_cell("gate-idle", client=Path("/bin/touch"), invocations=1) as cell:
-        outcome = cell.run(
-            1,
-            [str(cell.client), str(cell.tmp() / "ran")],
-            wrap=lambda argv: argv,
-            timeout_s=30,
-            stdout=tmp_path / "stdout",
-            stderr=tmp_path / "stderr",
-            purpose="a client that must not run",
-            attach=idle,
-        )
-        ran = (cell.tmp() / "ran").exists()
+    outcome, ran = touch_behind_the_gate(sandbox, tmp_path, "gate-idle", idle)
     assert not ran
     assert outcome.attach_error is not None and "did not attach in time" in outcome.attach_error
     assert outcome.exit_status == 125

@@ -20,7 +20,7 @@ MAX_LINES = 450
 LONG_MODULES: dict[str, int] = {
     "lab/evidence/checks.py": 528,
     "lab/model/evaluation.py": 547,
-    "lab/run/runner.py": 549,
+    "lab/run/runner.py": 500,
 }
 #: the most lines a function may have, unless a comment on its ``def`` line says why
 MAX_FUNCTION_LINES = 60
