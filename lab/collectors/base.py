@@ -23,14 +23,16 @@ any pass.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from lab.host.procs import Background, CommandLog, Completed
+from lab.host.procs import CommandLog, Completed
 from lab.model import ObserverStatus
 from lab.model.observed import ObserverSummary
+
+if TYPE_CHECKING:
+    from lab.sandbox.gate import Attacher
 
 
 @dataclass
@@ -157,10 +159,10 @@ class ProcessCollector(ABC):
         """The command line to run instead of ``client_argv``. The client's stdout must
         remain the wrapped command's stdout (tracer output goes to files in out_dir)."""
 
-    def attacher(self, ctx: InvocationContext) -> Callable[[int], Background] | None:
-        """What starts this tracer on a running process (the sandbox's main process, waiting
-        at its gate), returning once started; ``collect`` then gets that command's record.
-        None (the default): the tracer wraps the jail instead."""
+    def attacher(self, ctx: InvocationContext) -> Attacher | None:
+        """How this tracer attaches to a running process (the sandbox's main process,
+        waiting at its gate: ``lab.sandbox.gate.Attacher``); ``collect`` then gets that
+        command's record. None (the default): the tracer wraps the jail instead."""
         return None
 
     @abstractmethod

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -104,17 +103,19 @@ class StraceCollector(ProcessCollector):
     def wrap(self, client_argv: list[str], ctx: InvocationContext) -> list[str]:
         return [*self._options(ctx), "--", *client_argv]
 
-    def attacher(self, ctx: InvocationContext) -> Callable[[int], procs.Background]:
+    def attacher(self, ctx: InvocationContext) -> gate.Attacher:
+        messages = ctx.out_dir / STDERR_NAME
+
         def start(pid: int) -> procs.Background:
             return procs.Background(
                 [*self._options(ctx), "-p", str(pid)],
                 purpose=f"strace attached at the sandbox's gate (invocation {ctx.invocation})",
                 log=ctx.log,
                 tool="strace",
-                stderr=ctx.out_dir / STDERR_NAME,
+                stderr=messages,
             ).start()
 
-        return start
+        return gate.Attacher(start=start, ready=lambda pid: attached(messages, pid))
 
     def _options(self, ctx: InvocationContext) -> list[str]:
         trace = ctx.out_dir / TRACE_NAME
@@ -160,6 +161,15 @@ class StraceCollector(ProcessCollector):
             execs_before_client=JAIL_EXECS if ctx.client_pid is not None else 0,
             attached_execs=GATED_EXECS,
         )
+        if not tally.client_found:
+            return CollectorOutput(
+                self.name,
+                None,
+                artifacts,
+                error=f"{TRACE_NAME} holds no execve of the client after the sandbox's steps "
+                "(the tracer missed the start of the client); its figures are not observed, "
+                "never counted as zero.",
+            )
         if not tally.complete:
             why = completed.stderr_excerpt()
             return CollectorOutput(
@@ -201,18 +211,29 @@ def file_trace_argv(trace: Path, argv: list[str]) -> list[str]:
     ]
 
 
+def attached(messages: Path, pid: int) -> bool:
+    """Whether strace has said, in its messages file, that it attached to ``pid``: it says
+    so after PTRACE_SEIZE and PTRACE_INTERRUPT both (``lab.sandbox.gate.Attacher``)."""
+    try:
+        text = messages.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return f"Process {pid} attached" in text
+
+
 def _attach_refused(strace: str, tmp: Path) -> str | None:
     """Why ``strace -p`` could not attach to a sibling process here (None: it did)."""
     sleep = procs.which("sleep") or "/bin/sleep"
+    messages = tmp / "attach.stderr"
     with procs.Background([sleep, "30"], purpose="strace attach probe's target") as target:
         tracer = procs.Background(
             [strace, "-o", "/dev/null", "-p", str(target.pid)],
             purpose="strace attach probe",
-            stderr=tmp / "attach.stderr",
+            stderr=messages,
         ).start()
         try:
             deadline = time.monotonic() + 10.0
-            while gate.tracer_of(target.pid) != tracer.pid:
+            while not attached(messages, target.pid):
                 if not tracer.alive() or time.monotonic() > deadline:
                     tracer.stop()
                     done = tracer.wait(0)

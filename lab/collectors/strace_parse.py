@@ -99,6 +99,9 @@ class StraceTally:
     undecodable: list[str] = field(default_factory=list)
     #: calls of the sandbox's own steps (before the client's exec), left out of the rest
     sandbox_syscalls: int = 0
+    #: False when a trace of a sandboxed run (``client_pid``) holds no execve of the client
+    #: after the sandbox's steps: nothing of it is the client's, and its zeros mean nothing
+    client_found: bool = True
     #: lines that are neither calls, resumptions, signals nor exits (kept count, not hidden)
     unparsed_lines: int = 0
     #: the client's data calls whose descriptor strace printed bare, without ``-yy``'s path
@@ -322,6 +325,7 @@ def parse_strace(
             calls, client_pid, execs_before_client, attached_execs=attached_execs
         )
         summary.sandbox_syscalls = total - len(calls)
+        summary.client_found = bool(calls)  # the client's part begins with its execve
     _count(summary, calls, source_path)
     return summary
 

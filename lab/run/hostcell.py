@@ -24,6 +24,7 @@ from typing import Any
 from lab.host import procs
 from lab.sandbox import boxfs
 from lab.sandbox.cgroup import InvocationGroup
+from lab.sandbox.gate import Attacher
 from lab.sandbox.jail import ENVIRONMENT
 from lab.sandbox.output import CappedStream
 from lab.sandbox.supervise import Outcome
@@ -78,7 +79,7 @@ class HostCell:
         stderr: Path,
         purpose: str,
         started: Callable[[], None] | None = None,
-        attach: Callable[[int], procs.Background] | None = None,
+        attach: Attacher | None = None,
     ) -> Outcome:
         """One invocation on the host; ``started``: called as the client is started.
         ``attach`` is never given: a host cell has no gate (``gated``), a tracer wraps."""

@@ -20,9 +20,9 @@ from typing import Any
 
 from lab.collectors.base import CollectorOutput, InvocationContext, ProcessCollector
 from lab.errors import ClientError, CollectorError, LabError
-from lab.host.procs import Background
 from lab.model import ClientClaim, Invocation, Pass, SandboxRecord
 from lab.run.plan import Plan
+from lab.sandbox.gate import Attacher
 from lab.sandbox.output import MARKER_PREFIX
 from lab.sandbox.supervise import Outcome
 from lab.workloads.backup.scenario import Scenario
@@ -52,7 +52,7 @@ def client_argv(
 
 def tracer_hooks(
     tracer: ProcessCollector | None, ctx: InvocationContext, *, gated: bool
-) -> tuple[Callable[[list[str]], list[str]], Callable[[int], Background] | None]:
+) -> tuple[Callable[[list[str]], list[str]], Attacher | None]:
     """How a process collector observes one invocation, as (wrap, attach) for the cell's
     ``run``: attached at the jail's gate where it can and the cell has one (it then follows
     the client from its own execve on, not the jail's steps before it), else wrapping the
@@ -70,8 +70,8 @@ def _as_is(argv: list[str]) -> list[str]:
 def sandbox_problem(outcome: Outcome, index: int) -> LabError | None:
     """Why invocation ``index`` did not run its client (None: it did): its tracer never
     attached at the gate (the pass's tracer failed), or the sandbox itself failed."""
-    if outcome.attach_error is not None:
-        return CollectorError(f"invocation {index}: {outcome.attach_error}")
+    if outcome.attach_error is not None:  # the pass's error then names the invocation
+        return CollectorError(outcome.attach_error)
     if outcome.sandbox_error is not None:
         return ClientError(f"invocation {index}: {outcome.sandbox_error}")
     return None

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from lab.host.live import Beside
 from lab.sandbox.boxfs import DiskUse, mount_bounded, remove_tree, usage
 from lab.sandbox.cgroup import InvocationGroup
-from lab.sandbox.gate import Gate
+from lab.sandbox.gate import Attacher, Gate
 from lab.sandbox.jail import JailSpec, jail_argv, resolv_conf_text
 from lab.sandbox.netns import NetworkNamespace, name_for
 from lab.sandbox.seccomp import KmsgWatch, Refusals
@@ -220,7 +220,7 @@ class PassCell:
         stderr: Path,
         purpose: str,
         started: Callable[[], None] | None = None,
-        attach: Callable[[int], procs.Background] | None = None,
+        attach: Attacher | None = None,
     ) -> Outcome:
         """One invocation in the jail; ``started``: called once the client runs;
         ``attach``: starts a tracer on the jail's main process at its gate (then not a

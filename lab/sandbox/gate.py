@@ -8,7 +8,7 @@ of a traced invocation's time was the jail's, not the client's (docs/performance
 round 12). With a gate the jail runs untraced up to its filter step (``lab-filter
 --gate=FD``), which says "R" on the gate's socket and waits; the lab then attaches the
 tracer to that process (``strace -p``: it follows every later fork and exec), waits until
-the kernel shows the tracer attached, and says "G". The trace then starts at the gate: the
+the tracer says it has attached, and says "G". The trace then starts at the gate: the
 filter's last calls, prlimit, and the client from its own ``execve`` on, with everything it
 starts.
 
@@ -16,7 +16,7 @@ starts.
     spec = replace(spec, gate_fd=gate.jail_fd)      # lab-filter --gate=FD
     ...                                             # spawn the jail with pass_fds=[gate.jail_fd]
     gate.spawned()                                  # the lab closes the jail's end
-    tracer = gate.attach(main_pid, start=lambda pid: procs.Background([...]).start(),
+    tracer = gate.attach(main_pid, Attacher(start=..., ready=...),
                          deadline=t, gone=jail_ended)   # None: the jail ended first
 
 A gate that is closed instead of opened (the tracer never attached, the lab stops) makes the
@@ -29,7 +29,7 @@ import contextlib
 import socket
 import time
 from collections.abc import Callable
-from pathlib import Path
+from dataclasses import dataclass
 
 from lab.errors import CollectorError
 from lab.host import procs
@@ -37,10 +37,25 @@ from lab.host import procs
 #: what the filter step says when it waits, and what lets it go on (native/filter)
 READY = b"R"
 GO = b"G"
-#: how often the lab looks for the tracer in the process's status (seconds)
+#: how often the lab asks whether the tracer is ready (seconds)
 _POLL_S = 0.0005
 #: how often the lab, waiting for the filter step, checks that the jail still runs
 _READY_POLL_S = 0.05
+
+
+@dataclass(frozen=True)
+class Attacher:
+    """A tracer to attach at the gate. ``start(pid)`` starts it on the waiting process and
+    returns it; ``ready(pid)`` is true once it has attached in a way that lets the process
+    take no further step unobserved. For strace that is its "Process PID attached" message,
+    which it writes after both PTRACE_SEIZE and PTRACE_INTERRUPT: from then on the process
+    stops at its next return to user space until strace resumes it, tracing every call.
+    The kernel naming a tracer (``TracerPid``) is not enough: it is set by the seize alone,
+    and a process let through then ran prlimit's execve before strace stopped it (strace:
+    "Stray PTRACE_EVENT_EXEC", seen under load in the lab image)."""
+
+    start: Callable[[int], procs.Background]
+    ready: Callable[[int], bool]
 
 
 class Gate:
@@ -48,8 +63,8 @@ class Gate:
     keeps the other."""
 
     def __init__(self) -> None:
+        # neither end is inheritable: the jail gets its end through ``pass_fds`` alone
         self._lab, self._jail = socket.socketpair()
-        self._jail.set_inheritable(True)
 
     @property
     def jail_fd(self) -> int:
@@ -91,24 +106,23 @@ class Gate:
     def attach(
         self,
         pid: int,
+        attacher: Attacher,
         *,
-        start: Callable[[int], procs.Background],
         deadline: float,
         gone: Callable[[], bool],
     ) -> procs.Background | None:
-        """Once the filter step ``pid`` waits at the gate, start the tracer on it
-        (``start(pid)``), wait until the kernel names that tracer in ``/proc/PID/status``,
-        then open the gate and return the tracer. None (the gate closed): the jail ended
-        before its gate (``gone()``), which the sandbox reports as its own failure. Raises
-        CollectorError (the gate closed, the client never run) when the tracer ended
-        before it attached, or ``deadline`` passed."""
+        """Once the filter step ``pid`` waits at the gate, start the tracer on it, wait until
+        it is ready (``Attacher.ready``), then open the gate and return the tracer. None
+        (the gate closed): the jail ended before its gate (``gone()``), which the sandbox
+        reports as its own failure. Raises CollectorError (the gate closed, the client never
+        run) when the tracer ended before it was ready, or ``deadline`` passed."""
         try:
             if not self.wait_ready(deadline, gone):
                 self.close()
                 return None
-            tracer = start(pid)
+            tracer = attacher.start(pid)
             try:
-                _wait_traced(pid, tracer, deadline)
+                _wait_attached(pid, attacher, tracer, deadline)
             except BaseException:
                 self.close()
                 tracer.stop()
@@ -120,26 +134,8 @@ class Gate:
         return tracer
 
 
-def tracer_of(pid: int) -> int | None:
-    """The pid ``/proc/PID/status`` names as tracing ``pid`` (None: none, or pid gone)."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text(encoding="ascii", errors="replace")
-    except OSError:
-        return None
-    for line in status.splitlines():
-        if line.startswith("TracerPid:"):
-            found = int(line.split()[1])
-            return found or None
-    return None
-
-
-def _wait_traced(pid: int, tracer: procs.Background, deadline: float) -> None:
-    # strace seizes the process and interrupts it in the same breath (PTRACE_SEIZE, then
-    # PTRACE_INTERRUPT): once the kernel shows a tracer, the process stops at its next
-    # return to user space, before the gate's answer can take it any further
-    while True:
-        if tracer_of(pid) == tracer.pid:
-            return
+def _wait_attached(pid: int, attacher: Attacher, tracer: procs.Background, deadline: float) -> None:
+    while not attacher.ready(pid):
         if not tracer.alive():
             done = tracer.wait(0)
             excerpt = done.stderr_excerpt() or f"exit status {done.exit_status}"

@@ -36,7 +36,7 @@ from lab.host import procs
 from lab.model.sandbox import CgroupStats, ProcessInfo
 from lab.sandbox.boxfs import DiskUse
 from lab.sandbox.cgroup import InvocationGroup, describe_process
-from lab.sandbox.gate import Gate
+from lab.sandbox.gate import Attacher, Gate
 from lab.sandbox.jail import JOIN_FAILED
 from lab.sandbox.output import DEFAULT_HEAD, DEFAULT_TAIL, CappedStream, StreamRecord
 from lab.sandbox.seccomp import Refusals
@@ -193,12 +193,12 @@ def supervise(
     echo: tuple[Callable[[bytes], None], Callable[[bytes], None]] | None = None,
     started: Callable[[], None] | None = None,
     gate: Gate | None = None,
-    attach: Callable[[int], procs.Background] | None = None,
+    attach: Attacher | None = None,
 ) -> Outcome:
     """``echo``: callbacks given each chunk of stdout and of stderr as it arrives;
     ``started``: called once the client's main process runs (not if it never does);
-    ``gate`` (passed to the jail, whose filter step waits there) and ``attach`` (starts a
-    tracer on a pid): the tracer attached at the gate."""
+    ``gate`` (passed to the jail, whose filter step waits there) and ``attach`` (a tracer
+    to start on the waiting process): the tracer attached at the gate."""
     status_r, status_w = os.pipe()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
@@ -267,9 +267,9 @@ def _settle(outcome: Outcome, status: _StatusReader, group: InvocationGroup, std
         outcome.sandbox_error = _sandbox_failure(outcome, stderr)
 
 
-#: a gate to attach a tracer at: the gate, what starts the tracer on a pid, and where the
-#: started tracer is kept
-Attaching = tuple[Gate, Callable[[int], procs.Background], list[procs.Background]]
+#: a gate to attach a tracer at: the gate, the tracer's attacher, and where the started
+#: tracer is kept
+Attaching = tuple[Gate, Attacher, list[procs.Background]]
 
 
 def _watch(
@@ -304,7 +304,7 @@ def _watch(
         try:
             found = gate.attach(
                 outcome.main_pid,
-                start=attach,
+                attach,
                 deadline=until,
                 gone=lambda: status.got_exit.is_set() or not bg.alive(),
             )

@@ -27,6 +27,7 @@ from lab.collectors.base import (
     Window,
 )
 from lab.host import procs
+from lab.run.invocation import tracer_hooks
 from lab.sandbox import PassCell, Sandbox
 from lab.sandbox.supervise import Outcome
 from lab.workloads.backup.decoy import Decoy
@@ -69,14 +70,17 @@ class SandboxedPass:
         import time
 
         window.start = time.time()
+        # as the runner does: a tracer that can attaches at the jail's gate, else it wraps
+        wrap, attach = tracer_hooks(tracer, ictx, gated=self.cell.gated)
         outcome = self.cell.run(
             index,
             argv,
-            wrap=(lambda a: tracer.wrap(a, ictx)) if tracer is not None else (lambda a: a),
+            wrap=wrap,
             timeout_s=ictx.timeout_s,
             stdout=window.out_dir / "client.stdout",
             stderr=window.out_dir / "client.stderr",
             purpose=f"test invocation {index}",
+            attach=attach,
         )
         self.rx.wait_idle()
         window.end = time.time()

@@ -4,15 +4,16 @@ client unrun, with one sentence saying why."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from lab.collectors.strace import attached
 from lab.collectors.strace_parse import client_calls, iter_syscalls
 from lab.host import procs
 from lab.sandbox import Sandbox
 from lab.sandbox import supervise as supervising
+from lab.sandbox.gate import Attacher
 from lab.sandbox.jail import GATED_EXECS, JAIL_EXECS
 from lab.sandbox.seccomp import INSIDE as FILTER_INSIDE
 
@@ -21,13 +22,25 @@ pytestmark = pytest.mark.usefixtures("sandbox_ready")
 SLEEP = Path("/bin/sleep")
 
 
-def strace_at(trace: Path) -> Callable[[int], procs.Background]:
+def strace_at(trace: Path) -> Attacher:
+    messages = trace.with_suffix(".stderr.txt")
+
     def start(pid: int) -> procs.Background:
         argv = ["strace", "-f", "--pidns-translation", "-ttt", "-T", "-yy", "-o", str(trace)]
         argv += ["-p", str(pid)]
-        return procs.Background(argv, purpose="strace at the gate", tool="strace").start()
+        return procs.Background(
+            argv, purpose="strace at the gate", tool="strace", stderr=messages
+        ).start()
 
-    return start
+    return Attacher(start=start, ready=lambda pid: attached(messages, pid))
+
+
+def never_ready(argv: list[str], purpose: str) -> Attacher:
+    """A "tracer" that never says it attached (it ends at once, or idles)."""
+    return Attacher(
+        start=lambda pid: procs.Background(argv, purpose=purpose).start(),
+        ready=lambda pid: False,
+    )
 
 
 def test_a_tracer_attached_at_the_gate_sees_the_client_and_not_the_jail(
@@ -61,7 +74,7 @@ def test_a_tracer_attached_at_the_gate_sees_the_client_and_not_the_jail(
 
 
 def touch_behind_the_gate(
-    sandbox: Sandbox, tmp_path: Path, tag: str, attach: Callable[[int], procs.Background]
+    sandbox: Sandbox, tmp_path: Path, tag: str, attach: Attacher
 ) -> tuple[supervising.Outcome, bool]:
     """A client that creates a file, run with ``attach`` at its gate: the outcome, and
     whether the file exists (the client ran)."""
@@ -82,9 +95,7 @@ def touch_behind_the_gate(
 def test_a_tracer_that_ends_before_attaching_leaves_the_client_unrun(
     sandbox: Sandbox, tmp_path: Path
 ) -> None:
-    def broken(pid: int) -> procs.Background:
-        return procs.Background(["/bin/true"], purpose="a tracer that fails").start()
-
+    broken = never_ready(["/bin/true"], "a tracer that fails")
     outcome, ran = touch_behind_the_gate(sandbox, tmp_path, "gate-broken", broken)
     assert not ran
     assert outcome.attach_error is not None and "ended before it attached" in outcome.attach_error
@@ -98,9 +109,7 @@ def test_a_tracer_that_never_attaches_times_out_and_the_client_stays_unrun(
 ) -> None:
     monkeypatch.setattr(supervising, "ATTACH_TIMEOUT_S", 0.5)
 
-    def idle(pid: int) -> procs.Background:
-        return procs.Background(["/bin/sleep", "30"], purpose="a tracer that idles").start()
-
+    idle = never_ready(["/bin/sleep", "30"], "a tracer that idles")
     outcome, ran = touch_behind_the_gate(sandbox, tmp_path, "gate-idle", idle)
     assert not ran
     assert outcome.attach_error is not None and "did not attach in time" in outcome.attach_error

@@ -13,6 +13,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from lab.collectors.bpftrace import BpftraceSession
 from lab.pipeline import RunRequest, execute
 from lab.sandbox.user import ClientUser
@@ -192,3 +194,44 @@ def test_collector_missing_from_path_is_named_and_rest_judged(
         assert {f["met"] for f in s["findings"] if f["observer"] == "bpftrace"} <= {None}
     storm = next(s for s in results["scenarios"] if s["name"] == "hash-storm")
     assert storm["invocations"][1]["observed"]["strace"]["source_bytes_read"] == 134_217_728
+
+
+def test_strace_that_never_attaches_fails_its_pass_and_no_client_runs_untraced(
+    client: Path, tmp_path: Path, sandbox_ready: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lab.collectors.strace import StraceCollector
+    from lab.host import procs
+    from lab.sandbox.gate import Attacher
+
+    status = StraceCollector.probe()
+    require("strace", status.available, status.reason)
+
+    def no_tracer(self: StraceCollector, ctx: object) -> Attacher:
+        # a "tracer" that ends at once, never having attached: the gate stays shut
+        return Attacher(
+            start=lambda pid: procs.Background(["/bin/true"], purpose="a broken strace").start(),
+            ready=lambda pid: False,
+        )
+
+    monkeypatch.setattr(StraceCollector, "attacher", no_tracer)
+    outcome = execute(
+        RunRequest(
+            names=["baseline"],
+            collector="strace",
+            packets="off",
+            out=tmp_path,
+            client=client,
+            archive=False,
+        ),
+        say=lambda _m: None,
+    )
+    scenario = outcome.result.scenarios[0]
+    traced = next(p for p in scenario.passes if p.collector == "strace")
+    assert traced.error is not None and "ended before it attached" in traced.error
+    # the client behind the shut gate never ran: nothing reached the receiver in that pass
+    records = (outcome.run_dir / "baseline" / "r1" / "strace").glob("*.jsonl")
+    rx = [json.loads(line) for f in records if f.name == "receiver.jsonl" for line in f.open()]
+    assert not [r for r in rx if r.get("event") == "connect"]
+    assert scenario.error is None  # the untraced pass executed
+    assert scenario.verdicts["C1"].observed == "pass"  # judged from the remaining evidence
+    assert not client_processes(), "a client outlived the run"

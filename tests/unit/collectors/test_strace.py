@@ -414,7 +414,26 @@ def test_a_trace_attached_at_the_gate_starts_with_the_client(
     assert 0 < s.sandbox_syscalls < 200
     # read as a trace that ran the jail, it would skip four execs and find no client at all
     wrong = parse_strace(text, fx["source"], client_pid=fx["client_pid"], execs_before_client=4)
-    assert wrong.syscalls == 0
+    assert wrong.syscalls == 0 and not wrong.client_found
+
+
+def test_a_trace_without_the_clients_execve_is_not_observed_rather_than_zero(
+    tmp_path: Path, assets: Path, fixtures: dict[str, Any]
+) -> None:
+    # what a tracer let through the gate before it was ready left (seen once in the lab
+    # image: strace missed prlimit's execve): the client's execve is the first one, so the
+    # count of the sandbox's steps finds no client. Its figures must not read as zeros.
+    name = "sandboxed_attached_baseline_first"
+    fx = fixtures[name]
+    lines = (assets / "strace" / f"{name}.txt").read_text().splitlines(keepends=True)
+    text = "".join(line for line in lines if '"/usr/bin/prlimit"' not in line)
+    ctx = make_ctx(tmp_path)
+    ctx.client_pid = fx["client_pid"]
+    (ctx.out_dir / strace.TRACE_NAME).write_text(text)
+    out = StraceCollector().collect(ctx, completed("strace", 0))
+    assert out.summary is None
+    assert out.error is not None and "no execve of the client" in out.error
+    assert out.artifacts == [ctx.relative(ctx.out_dir / strace.TRACE_NAME)]
 
 
 def test_a_trace_that_ran_the_jail_is_not_taken_for_an_attached_one(
@@ -445,7 +464,15 @@ def test_attacher_traces_the_pid_with_the_same_options(
             return self
 
     monkeypatch.setattr(procs, "Background", Recorded)
-    collector.attacher(ctx)(4242)
+    attacher = collector.attacher(ctx)
+    attacher.start(4242)
     [bg] = started
     assert bg.argv == [*wrapped[: wrapped.index("--")], "-p", "4242"]
-    assert bg.stderr == ctx.out_dir / strace.STDERR_NAME
+    messages = ctx.out_dir / strace.STDERR_NAME
+    assert bg.stderr == messages
+    # ready once strace says it attached to that very process (after seize and interrupt)
+    assert not attacher.ready(4242)
+    messages.write_text("/usr/bin/strace: Process 42421 attached\n")
+    assert not attacher.ready(4242)
+    messages.write_text("/usr/bin/strace: Process 4242 attached\n")
+    assert attacher.ready(4242)
