@@ -13,7 +13,8 @@ the client's exit status (or its fatal signal) through; the sandbox reports it e
 
     collector = StraceCollector()
     status = StraceCollector.probe()          # ObserverStatus(available=True, ...)
-    start = collector.attacher(ctx)           # in the sandbox: start(main_pid) at the gate
+    attacher = collector.attacher(ctx)        # in the sandbox, at the gate (lab.sandbox.gate):
+                                              # attacher.start(pid), then attacher.ready(pid)
     argv = collector.wrap(["/abs/backup-client", "--source", src, "--receiver", rx], ctx)
     done = lab.host.procs.run(argv, purpose="client", log=ctx.log, accept=None, ...)
     out = collector.collect(ctx, done)        # out.summary.source_bytes_read ...

@@ -223,8 +223,8 @@ class PassCell:
         attach: Attacher | None = None,
     ) -> Outcome:
         """One invocation in the jail; ``started``: called once the client runs;
-        ``attach``: starts a tracer on the jail's main process at its gate (then not a
-        wrapper)."""
+        ``attach``: a tracer attached to the jail's main process at its gate (it is then
+        not a wrapper: ``lab.sandbox.gate``)."""
         spec = self.spec(index)
         gate = None if attach is None else Gate()
         if gate is not None:

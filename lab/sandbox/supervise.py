@@ -11,8 +11,9 @@ and the wrapper (a tracer, or nothing) finishing after it.
     outcome.exit_status, outcome.timed_out, outcome.lingering, outcome.wrapper
 
 With a ``gate`` (``lab.sandbox.gate``) and ``attach``, the tracer is not a wrapper: once the
-jail's filter step waits at the gate, ``attach(main_pid)`` starts it on that process, the
-gate opens when the kernel shows it attached, and ``outcome.wrapper`` is the tracer's record.
+jail's filter step waits at the gate, ``attach.start(main_pid)`` starts it on that process,
+the gate opens once ``attach.ready(main_pid)`` (strace: it said it attached), and
+``outcome.wrapper`` is the tracer's record.
 
 The main process is the first child of the init bwrap reports on ``--json-status-fd``
 (``child-pid``: pid 1 of the sandbox's PID namespace); its exit is the ``exit-code`` line
