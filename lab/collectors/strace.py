@@ -33,6 +33,7 @@ from typing import Any, ClassVar
 
 from lab.collectors.base import CollectorOutput, InvocationContext, ProcessCollector
 from lab.collectors.strace_parse import parse_strace
+from lab.errors import CollectorError
 from lab.host import procs
 from lab.host.procs import Completed
 from lab.model import ObserverStatus
@@ -226,20 +227,21 @@ def _attach_refused(strace: str, tmp: Path) -> str | None:
     """Why ``strace -p`` could not attach to a sibling process here (None: it did)."""
     sleep = procs.which("sleep") or "/bin/sleep"
     messages = tmp / "attach.stderr"
-    with procs.Background([sleep, "30"], purpose="strace attach probe's target") as target:
-        tracer = procs.Background(
-            [strace, "-o", "/dev/null", "-p", str(target.pid)],
+    probe = gate.Attacher(
+        start=lambda pid: procs.Background(
+            [strace, "-o", "/dev/null", "-p", str(pid)],
             purpose="strace attach probe",
             stderr=messages,
-        ).start()
+        ).start(),
+        ready=lambda pid: attached(messages, pid),
+    )
+    with procs.Background([sleep, "30"], purpose="strace attach probe's target") as target:
+        tracer = probe.start(target.pid)
         try:
-            deadline = time.monotonic() + 10.0
-            while not attached(messages, target.pid):
-                if not tracer.alive() or time.monotonic() > deadline:
-                    tracer.stop()
-                    done = tracer.wait(0)
-                    return done.stderr_excerpt() or "strace -p did not attach within 10 s"
-                time.sleep(0.005)
+            gate.wait_attached(target.pid, probe, tracer, time.monotonic() + 10.0)
+        except CollectorError as exc:
+            tracer.stop()
+            return str(exc)
         except BaseException:
             tracer.stop()
             raise

@@ -122,9 +122,8 @@ class Gate:
                 return None
             tracer = attacher.start(pid)
             try:
-                _wait_attached(pid, attacher, tracer, deadline)
+                wait_attached(pid, attacher, tracer, deadline)
             except BaseException:
-                self.close()
                 tracer.stop()
                 raise
         except BaseException:
@@ -134,7 +133,10 @@ class Gate:
         return tracer
 
 
-def _wait_attached(pid: int, attacher: Attacher, tracer: procs.Background, deadline: float) -> None:
+def wait_attached(pid: int, attacher: Attacher, tracer: procs.Background, deadline: float) -> None:
+    """Return once ``tracer`` (started by ``attacher``) is ready on ``pid``; raise
+    CollectorError when it ended first or ``deadline`` (monotonic) passed. The gate's wait,
+    and the strace probe's."""
     while not attacher.ready(pid):
         if not tracer.alive():
             done = tracer.wait(0)
