@@ -5,7 +5,8 @@ test).
 Runs the seeded client against itself exactly as ``lab evaluate``'s timing rounds do (every
 invocation in the sandbox; baseline, candidate and the instrument floor's reference uploader
 alternated round by round with ``lab.evaluate.timing_cell``'s own round, each cell closed
-beside the next one's opening), a fixed ``--rounds`` per repeat, keeps every round's raw
+beside the next one's opening; after the least 12 rounds only what the deciding ratio needs,
+``lab.evaluate.timing.later_rounds``), a fixed ``--rounds`` per repeat, keeps every round's raw
 values, and compares two statistics of the same rounds, each with the same paired bootstrap
 (``lab.evaluate.interval.paired_bootstrap``):
 
@@ -38,8 +39,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lab.evaluate import floor, interval, timing_cell  # noqa: E402
-from lab.model.timing import TARGET_HALF_WIDTH  # noqa: E402
+from lab.evaluate import floor, interval, timing, timing_cell  # noqa: E402
+from lab.model.timing import DECIDING_METRICS, TARGET_HALF_WIDTH  # noqa: E402
 from lab.sandbox import Sandbox  # noqa: E402
 from lab.workloads.backup import fixture  # noqa: E402
 
@@ -48,20 +49,32 @@ LEAST, STEP, CAP = 12, 4, 36  # lab evaluate's defaults (lab.evaluate.timing)
 
 
 def rounds_of(
-    sandbox: Sandbox, clients: dict[str, Path], size: int, rounds: int, scratch: Path
+    sandbox: Sandbox,
+    clients: dict[str, Path],
+    size: int,
+    rounds: int,
+    scratch: Path,
+    later: str = "lean",
 ) -> list[dict[str, Any]]:
     source = scratch / "source.bin"
     digest = fixture.write_source(source, seed="timing", size=size)
     data = source.read_bytes()
     closing = timing_cell.Closing()
     rows = []
+    # after the least rounds, only what the deciding ratio needs, as lab evaluate does
+    # ("lean"), or every client's every invocation, as it did before ("full")
+    needs = timing.later_rounds(list(clients), DECIDING_METRICS)
+    if later == "full":
+        needs = dict.fromkeys(clients, timing.INVOCATIONS)
     try:
-        for _ in range(rounds):
+        for index in range(rounds):
             rows.append(
                 {
                     name: timing_cell.sandboxed_round(  # the lab's own timing round
-                        sandbox, name, client, data, digest, scratch, 60.0, closing
+                        sandbox, name, client, data, digest, scratch, 60.0, closing, timed
                     )
+                    if (timed := timing.INVOCATIONS if index < LEAST else needs.get(name, ()))
+                    else {}
                     for name, client in clients.items()
                 }
             )
@@ -112,7 +125,7 @@ def analyse(rows: list[dict[str, Any]], metric: str) -> dict[str, Any]:
         "metric": metric,
         "baseline_ms": [round(v * 1000, 2) for v in base],
         "candidate_ms": [round(v * 1000, 2) for v in cand],
-        "floor_ms": [round(r["floor"][metric] * 1000, 2) for r in rows if "floor" in r],
+        "floor_ms": [round(r["floor"][metric] * 1000, 2) for r in rows if r.get("floor")],
         "correlation": round(statistics.correlation(base, cand), 3),
         "baseline_spread": round(statistics.pstdev(base) / statistics.median(base), 3),
         "all_rounds": {name: _bar(base, cand, name, seed) for name in STATISTICS},
@@ -121,33 +134,49 @@ def analyse(rows: list[dict[str, Any]], metric: str) -> dict[str, Any]:
 
 
 def summary(results: list[dict[str, Any]], size: int) -> None:
-    walls = [r for r in results if r["metric"] == "first_backup_wall" and r["size"] == size]
-    print(
-        f"\n{size} bytes, first backup's wall, {len(walls)} repeats, the rule replayed "
-        f"({LEAST} … {CAP} rounds):"
-    )
-    for name in STATISTICS:
-        widths = [100 * (r["rule_replayed"][name]["half_width"] or float("nan")) for r in walls]
-        stops = [r["rule_replayed"][name]["rounds"] for r in walls]
-        holds = sum(
-            1
-            for r in walls
-            if (bar := r["rule_replayed"][name]["interval"]) is not None and bar[0] <= 1 <= bar[1]
-        )
+    for later in sorted({r.get("later_rounds", "lean") for r in results}):
+        walls = [
+            r
+            for r in results
+            if r["metric"] == "first_backup_wall"
+            and r["size"] == size
+            and r.get("later_rounds", "lean") == later
+        ]
+        elapsed = statistics.median(r["elapsed_s"] for r in walls)
         print(
-            f"  {name:24} half-width median ±{statistics.median(widths):.1f} % (max "
-            f"±{max(widths):.1f} %, above ±5 % in {sum(w > 5 for w in widths)}); rounds "
-            f"median {statistics.median(stops):g} ({min(stops)} … {max(stops)}); "
-            f"intervals holding 1.0: {holds} of {len(walls)}"
+            f"\n{size} bytes, first backup's wall, later rounds {later}, {len(walls)} repeats "
+            f"({walls[0]['rounds']} rounds in {elapsed:.1f} s at the median), the rule replayed "
+            f"({LEAST} … {CAP} rounds):"
         )
+        for name in STATISTICS:
+            widths = [100 * (r["rule_replayed"][name]["half_width"] or float("nan")) for r in walls]
+            stops = [r["rule_replayed"][name]["rounds"] for r in walls]
+            holds = sum(
+                1
+                for r in walls
+                if (bar := r["rule_replayed"][name]["interval"]) is not None
+                and bar[0] <= 1 <= bar[1]
+            )
+            print(
+                f"  {name:24} half-width median ±{statistics.median(widths):.1f} % (max "
+                f"±{max(widths):.1f} %, above ±5 % in {sum(w > 5 for w in widths)}); rounds "
+                f"median {statistics.median(stops):g} ({min(stops)} … {max(stops)}); "
+                f"intervals holding 1.0: {holds} of {len(walls)}"
+            )
 
 
 def one_repeat(
-    sandbox: Sandbox, clients: dict[str, Path], size: int, rounds: int, repeat: int, tmp: Path
+    sandbox: Sandbox,
+    clients: dict[str, Path],
+    size: int,
+    rounds: int,
+    repeat: int,
+    tmp: Path,
+    later: str = "lean",
 ) -> list[dict[str, Any]]:
     """One repeat's rounds, analysed per metric (and printed)."""
     started = time.monotonic()
-    rows = rounds_of(sandbox, clients, size, rounds, tmp)
+    rows = rounds_of(sandbox, clients, size, rounds, tmp, later)
     elapsed = round(time.monotonic() - started, 1)
     failed = sum(1 for r in rows for side in r.values() if side.get("failed"))
     found_all = []
@@ -158,11 +187,12 @@ def one_repeat(
             "rounds": rounds,
             "elapsed_s": elapsed,
             "failed_rounds": failed,
+            "later_rounds": later,
         }
         found_all.append(found)
         every, rule = found["all_rounds"], found["rule_replayed"]
         print(
-            f"{size:>9} repeat {repeat} {metric:18} corr {found['correlation']:+.2f} "
+            f"{size:>9} repeat {repeat} {later:4} {metric:18} corr {found['correlation']:+.2f} "
             f"spread {found['baseline_spread']:.0%}; "
             + "; ".join(
                 f"{name} {every[name]['ratio']} "
@@ -184,6 +214,14 @@ def main() -> int:
     parser.add_argument(
         "--size", type=int, action="append", default=None, help="bytes (repeatable; 524288)"
     )
+    parser.add_argument(
+        "--later",
+        choices=("lean", "full", "both"),
+        default="lean",
+        help="what the rounds after the least 12 time: what the deciding ratio needs (lean, "
+        "as lab evaluate does), everything (full, as it did before), or both, alternated "
+        "repeat by repeat",
+    )
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--note", default="", help="what else the machine ran (kept in --json)")
     args = parser.parse_args()
@@ -199,7 +237,12 @@ def main() -> int:
                 clients["floor"] = reference.binary
             for size in sizes:
                 for repeat in range(1, args.repeats + 1):
-                    results += one_repeat(sandbox, clients, size, args.rounds, repeat, Path(tmp))
+                    later = args.later
+                    if later == "both":  # alternated repeat by repeat
+                        later = "lean" if repeat % 2 else "full"
+                    results += one_repeat(
+                        sandbox, clients, size, args.rounds, repeat, Path(tmp), later
+                    )
     finally:
         sandbox.close()
     for size in sizes:

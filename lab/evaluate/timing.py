@@ -34,7 +34,9 @@ differently when timed never meets a speed goal.
 from __future__ import annotations
 
 import contextlib
+import statistics
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +57,9 @@ STEP = 4
 #: failed rounds' reasons kept per client (all of them are counted)
 FAILURES_KEPT = 5
 
+#: a round's invocations, in order (the unchanged one backs up what the first one did)
+INVOCATIONS = ("first_backup", "unchanged")
+
 
 def _one_round(
     client: Path,
@@ -63,8 +68,10 @@ def _one_round(
     workdir: Path,
     log: procs.CommandLog | None,
     timeout: float,
+    invocations: tuple[str, ...] = INVOCATIONS,
 ) -> dict[str, Any]:
-    """A first backup into an empty receiver, then an unchanged second invocation."""
+    """A first backup into an empty receiver, then an unchanged second invocation (or the
+    first ``invocations`` of them)."""
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         state = Path(tmp)
         row: dict[str, Any] = {}
@@ -72,7 +79,7 @@ def _one_round(
             Receiver.serving(state / "store", state / "rx.jsonl") as rx,
             Decoy.serving(state / "decoy.jsonl"),
         ):
-            for label in ("first_backup", "unchanged"):
+            for label in invocations:
                 done = procs.run(
                     [str(client), "--source", str(source), "--receiver", rx.address],
                     purpose=f"untraced timing: {client.name} {label}",
@@ -107,22 +114,43 @@ METRICS = ("first_backup_wall", "first_backup_cpu", "unchanged_wall", "unchanged
 ABOVE_FLOOR = "first_backup_wall_above_floor"
 
 
+def later_rounds(clients: Sequence[str], metrics: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """What a round after the least times: each client a deciding ratio needs (the baseline
+    and the candidate; the floor for the share above it) -> the invocations it needs (the
+    first backup; the unchanged one too for an ``unchanged_*`` ratio). The least rounds time
+    every client's every invocation, so every ratio and spread has them; the rounds added
+    only to narrow the deciding intervals time nothing else (half a round's cost with the
+    defaults)."""
+    needed = {"baseline", "candidate"} | ({"floor"} if ABOVE_FLOOR in metrics else set())
+    upto = 2 if any(m.startswith("unchanged") for m in metrics) else 1
+    return {name: INVOCATIONS[:upto] for name in clients if name in needed}
+
+
 def _above_floor(
     rows: dict[str, list[dict[str, Any]]],
-    spreads: dict[str, ClientTiming],
     seed: str,
     ratio: dict[str, float | None],
     bars: dict[str, list[float] | None],
+    unchecked: bool = False,
 ) -> None:
-    """``ratio[ABOVE_FLOOR]`` and its interval: undefined (None) when the baseline's median
-    is not above the floor's (no client share to compare)."""
-    medians = [spreads[n].spreads["first_backup_wall"] for n in ("baseline", "candidate", "floor")]
-    base, cand, floor = (None if m is None else m.median for m in medians)
-    if base is None or cand is None or floor is None or base <= floor:
+    """``ratio[ABOVE_FLOOR]`` and its interval, over the rounds where all three clients
+    timed a first backup that passed its check: undefined (None) when the baseline's
+    median is not above the floor's (no client share to compare), or when the baseline or
+    the candidate failed a round (``unchecked``)."""
+    names = ("baseline", "candidate", "floor")
+    columns: list[list[float | None]] = [
+        [None if r.get("failed") else r.get("first_backup_wall") for r in rows[n]] for n in names
+    ]
+    complete = [i for i in range(len(columns[0])) if all(c[i] is not None for c in columns)]
+    walls = [[c[i] or 0.0 for i in complete] for c in columns]  # none is None here
+    if unchecked or not complete:
+        ratio[ABOVE_FLOOR], bars[ABOVE_FLOOR] = None, None
+        return
+    base, cand, floor = (statistics.median(w) for w in walls)
+    if base <= floor:
         ratio[ABOVE_FLOOR], bars[ABOVE_FLOOR] = None, None
         return
     ratio[ABOVE_FLOOR] = round((cand - floor) / (base - floor), 4)
-    walls = [[r["first_backup_wall"] for r in rows[n]] for n in ("baseline", "candidate", "floor")]
     bar = interval.above_floor_interval(*walls, seed=f"{seed}:{ABOVE_FLOOR}")
     bars[ABOVE_FLOOR] = None if bar is None else list(bar)
 
@@ -160,16 +188,21 @@ def alternate(
     data = source.read_bytes() if sandbox is not None else b""
     closing = Closing()
     wanted = rounds
+    later = later_rounds(list(clients), metrics)
     try:
         while True:
             while len(rows[next(iter(clients))]) < wanted:
+                least = len(rows[next(iter(clients))]) < rounds
                 for name, path in clients.items():
-                    if sandbox is not None:
+                    timed = INVOCATIONS if least else later.get(name, ())
+                    if not timed:
+                        row: dict[str, Any] = {}  # not timed in this round
+                    elif sandbox is not None:
                         row = sandboxed_round(
-                            sandbox, name, path, data, digest, workdir, timeout, closing
+                            sandbox, name, path, data, digest, workdir, timeout, closing, timed
                         )
                     else:
-                        row = _one_round(path, source, digest, workdir, log, timeout)
+                        row = _one_round(path, source, digest, workdir, log, timeout, timed)
                     rows[name].append(row)
             spreads = {name: client_timing(runs) for name, runs in rows.items()}
             ratio, bars = _ratios(rows, spreads, seed, only=metrics)
@@ -196,6 +229,7 @@ def alternate(
         metrics=metrics,
         stopped="fixed" if cap == rounds else stopped,
         half_widths=widths,
+        later_rounds={name: tuple(timed) for name, timed in later.items()},
     )
     return Timing(
         rounds=wanted,
@@ -204,7 +238,8 @@ def alternate(
             "untraced; clients alternated; each round = first backup into an empty "
             "receiver + unchanged second invocation, checked as a judged pass is (exit 0 "
             "and a verified backup after each; a failed round is counted, never timed, and "
-            "leaves the ratio N/A); "
+            "leaves the ratio N/A); the rounds after the least time only the clients and "
+            "invocations the deciding ratios need (rounds_rule.later_rounds); "
             + (
                 "each invocation in the sandbox: wall = sandbox spawn to the client's exit "
                 "(the sandbox's set-up included, alike for both), cpu = the invocation "
@@ -251,7 +286,7 @@ def _ratios(
         bar = interval.ratio_interval(base, cand, seed=f"{seed}:{metric}")
         bars[metric] = None if bar is None else list(bar)
     if "floor" in rows and (only is None or ABOVE_FLOOR in only):
-        _above_floor(rows, spreads, seed, ratio, bars)
+        _above_floor(rows, seed, ratio, bars, bool(unchecked))
     return ratio, bars
 
 
@@ -288,7 +323,8 @@ def client_timing(runs: list[dict[str, Any]]) -> ClientTiming:
     good = [r for r in runs if not r.get("failed")]
     failures = [str(r["failed"]) for r in runs if r.get("failed")]
     return ClientTiming(
-        spreads={metric: spread([r[metric] for r in good]) for metric in METRICS},
+        # a metric a round did not time (lab.evaluate.timing.later_rounds) is not counted
+        spreads={metric: spread([r.get(metric) for r in good]) for metric in METRICS},
         nonzero_exits=sum(1 for r in runs for k in r if k.endswith("_exit") and r[k]),
         failed_rounds=len(failures),
         failures=tuple(failures[:FAILURES_KEPT]),

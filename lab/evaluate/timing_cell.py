@@ -99,19 +99,23 @@ def sandboxed_round(
     workdir: Path,
     timeout: float,
     closing: Closing | None = None,
+    invocations: tuple[str, ...] = ("first_backup", "unchanged"),
 ) -> dict[str, Any]:
     """The same round, each invocation in the sandbox (its own cgroup, the pass's network
     namespace, the receiver listening inside it). With ``closing``, the last round's cell
     is settled once this cell is open, before its warm-up, and this cell is handed to it
-    to close instead of closing here."""
+    to close instead of closing here. ``invocations``: the first of a round's invocations
+    to time (``lab.evaluate.timing.later_rounds``)."""
     row: dict[str, Any] = {}
     cell_and_dir = contextlib.ExitStack()
     try:
         tmp = cell_and_dir.enter_context(tempfile.TemporaryDirectory(dir=workdir))
         cell = cell_and_dir.enter_context(
-            sandbox.pass_cell(f"untraced-{name}", client=client.resolve(), invocations=3)
+            sandbox.pass_cell(
+                f"untraced-{name}", client=client.resolve(), invocations=1 + len(invocations)
+            )
         )
-        _timed_in(cell, Path(tmp), row, name, data, digest, timeout, closing)
+        _timed_in(cell, Path(tmp), row, (name, invocations), data, digest, timeout, closing)
     except BaseException:
         cell_and_dir.close()
         raise
@@ -126,13 +130,15 @@ def _timed_in(
     cell: PassCell,
     state: Path,
     row: dict[str, Any],
-    name: str,
+    timed: tuple[str, tuple[str, ...]],
     data: bytes,
     digest: str,
     timeout: float,
     closing: Closing | None,
 ) -> None:
-    """A round's invocations in its open cell, into ``row``."""
+    """A round's invocations in its open cell, into ``row``; ``timed``: the client's name
+    and which invocations."""
+    name, invocations = timed
     cell.write_source(data)
     # a first backup is timed to the receiver's OK, which follows its commit's syncs:
     # into a store in memory, so that the disk's latency (2-30 ms a commit here, the same
@@ -146,7 +152,7 @@ def _timed_in(
         if closing is not None:
             closing.settle()  # the last round's cell is gone before this one runs anything
         row["failed"] = _warm_up(cell, state, timeout)
-        for index, label in enumerate(("first_backup", "unchanged"), start=2):
+        for index, label in enumerate(invocations, start=2):
             rx.invocation = index
             outcome = cell.run(
                 index,

@@ -13,7 +13,7 @@ No I/O lives here; ``lab.model.evaluation`` re-exports these classes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -114,6 +114,24 @@ class RoundsRule:
     stopped: str
     #: each deciding metric's half-width at the stop (a fraction; None where undefined)
     half_widths: dict[str, float | None]
+    #: what a round after the least timed: client -> its invocations ("first_backup",
+    #: "unchanged"); a client not named was not run there. Empty in records made before
+    #: (every round then timed every client's every invocation)
+    later_rounds: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def later_sentence(self, rounds: int) -> str:
+        """E.g. "the 24 rounds after the first 12 timed only the first backup of the
+        baseline and the candidate, what the deciding ratios need" ("" when every round
+        timed everything)."""
+        if rounds <= self.min_rounds or not self.later_rounds:
+            return ""
+        invocations = sorted({i for timed in self.later_rounds.values() for i in timed})
+        what = " and ".join(i.replace("_", " ") for i in invocations)
+        clients = " and ".join(f"the {name}" for name in self.later_rounds)
+        return (
+            f"the {rounds - self.min_rounds} rounds after the first {self.min_rounds} timed "
+            f"only the {what} of {clients}, what the deciding ratios need"
+        )
 
     def sentence(self, rounds: int) -> str:
         """E.g. "16 rounds (at least 12, at most 36, until every deciding 95 % interval is
@@ -129,7 +147,10 @@ class RoundsRule:
             f"at least {self.min_rounds}, at most {self.max_rounds}, until every deciding 95 % "
             f"interval is within ±{100 * self.target_half_width:g} %"
         )
-        return f"{rounds} rounds ({rule}; stopped: {STOP_REASONS[self.stopped]}; {widths})"
+        later = self.later_sentence(rounds)
+        return f"{rounds} rounds ({rule}; stopped: {STOP_REASONS[self.stopped]}; {widths}" + (
+            f"; {later})" if later else ")"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -139,6 +160,11 @@ class RoundsRule:
             "metrics": list(self.metrics),
             "stopped": self.stopped,
             "half_widths": dict(self.half_widths),
+            **(
+                {"later_rounds": {n: list(t) for n, t in self.later_rounds.items()}}
+                if self.later_rounds
+                else {}
+            ),
         }
 
     @classmethod
@@ -150,6 +176,10 @@ class RoundsRule:
             metrics=tuple(str(m) for m in data["metrics"]),
             stopped=str(data["stopped"]),
             half_widths={str(m): _optional_float(w) for m, w in data["half_widths"].items()},
+            later_rounds={
+                str(n): tuple(str(i) for i in t)
+                for n, t in (data.get("later_rounds") or {}).items()
+            },
         )
 
 

@@ -218,7 +218,7 @@ def _timing_rows(timing: Timing) -> list[list[str]]:
     bars = timing.ratio_interval or {}
     rows = [
         [
-            label,
+            label + _least_only(timing, metric),
             fmt_spread(base.spreads.get(metric) if base else None),
             fmt_spread(cand.spreads.get(metric) if cand else None),
             fmt_ratio(ratios.get(metric)),
@@ -233,6 +233,18 @@ def _timing_rows(timing: Timing) -> list[list[str]]:
         rows.append([label, shown, shown, fmt_ratio(ratios[metric]), shown])
         rows[-1].append(_fmt_interval(bars.get(metric)))
     return rows
+
+
+def _least_only(timing: Timing, metric: str) -> str:
+    """ ", first 12 rounds" for a metric the rounds after the least did not time (its
+    medians and ratio are the least rounds'); "" for one every round timed."""
+    rule = timing.rounds_rule
+    if rule is None or not rule.later_rounds or timing.rounds <= rule.min_rounds:
+        return ""
+    invocation = metric.rsplit("_", 1)[0]  # "unchanged_wall" -> "unchanged"
+    if invocation in rule.later_rounds.get("baseline", ()):
+        return ""
+    return f", first {rule.min_rounds} rounds"
 
 
 def _rounds(timing: Timing) -> str:
@@ -269,6 +281,9 @@ def _floor_note(timing: Timing) -> str:
         f"sha256 {fmt(identity.get('binary_sha256'))}) timed the same way: the least any "
         "correct client takes here; the rest of a median is the client's own."
     )
+    rule = timing.rounds_rule
+    if rule is not None and rule.later_sentence(timing.rounds) and "floor" not in rule.later_rounds:
+        text += f" It ran in the first {rule.min_rounds} rounds, as did the share above it."
     share = timing.floor_share("first_backup_wall")
     if share is not None:
         text += f" It is {100.0 * share:.0f}% of the baseline's first-backup wall."

@@ -21,9 +21,13 @@ BASELINE = ROOT / "native" / "backup-client"
 def test_a_client_that_looks_for_a_timing_round_finds_none(
     hostile: dict[str, Path], tmp_path: Path, sandbox: Sandbox
 ) -> None:
+    # 3 rounds that time everything, then 4 (a target no interval meets) that time the
+    # first backup alone, in a cell of two invocations (lab.evaluate.timing.later_rounds)
     got = timing.alternate(
         {"baseline": BASELINE, "candidate": hostile["timing-cheat"]},
-        rounds=2,
+        rounds=3,
+        max_rounds=7,
+        target=1e-9,
         size=65536,
         workdir=tmp_path,
         sandbox=sandbox,
@@ -33,8 +37,11 @@ def test_a_client_that_looks_for_a_timing_round_finds_none(
     # it could not tell: it backed up in every round, each round checked and counted
     assert cand.failed_rounds == 0, cand.failures
     spread = cand.spreads["first_backup_wall"]
-    assert spread is not None and spread.n == 2
+    assert got.rounds == 7 and spread is not None and spread.n == 7
+    unchanged = cand.spreads["unchanged_wall"]
+    assert unchanged is not None and unchanged.n == 3
     assert got.ratio is not None and got.ratio["first_backup_wall"] is not None
+    assert got.rounds_rule is not None and got.rounds_rule.stopped == "cap"
 
 
 def test_a_round_without_a_backup_is_failed_never_fast(

@@ -116,6 +116,9 @@ def test_evaluate_json_is_one_document_matching_its_schema(
     assert evaluation["timing"]["ratio_interval"]["first_backup_wall"] == [0.7712, 0.8907]
     assert evaluation["timing"]["ratio_interval"]["unchanged_cpu"] is None
     assert "bootstrap" in evaluation["timing"]["interval_method"]
+    # what the rounds after the least timed is in --json, as in results.json
+    later = evaluation["timing"]["rounds_rule"]["later_rounds"]
+    assert later == {"baseline": ["first_backup"], "candidate": ["first_backup"]}
     assert document["signing_key_id"] == "0123456789ABCDEF"
     assert document["run"]["calibration"] == run.calibration.to_dict()
     assert "Candidate (binary)" in err and "Evaluation" in err

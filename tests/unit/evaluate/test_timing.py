@@ -25,10 +25,9 @@ def test_the_share_above_the_floor_is_stored_with_its_interval() -> None:
         "candidate": _rows([f + 0.008 for f in floor]),
         "floor": _rows(floor),
     }
-    spreads = {name: _spreads(r) for name, r in rows.items()}
     ratio: dict[str, float | None] = {}
     bars: dict[str, list[float] | None] = {}
-    timing._above_floor(rows, spreads, "t", ratio, bars)
+    timing._above_floor(rows, "t", ratio, bars)
     assert ratio[timing.ABOVE_FLOOR] == 0.4
     bar = bars[timing.ABOVE_FLOOR]
     assert bar is not None and bar[0] <= 0.4 <= bar[1]
@@ -37,10 +36,35 @@ def test_the_share_above_the_floor_is_stored_with_its_interval() -> None:
 def test_no_share_above_the_floor_is_undefined_never_a_number() -> None:
     same = _rows([0.05] * 5)
     rows = {"baseline": same, "candidate": _rows([0.04] * 5), "floor": _rows([0.06] * 5)}
-    spreads = {name: _spreads(r) for name, r in rows.items()}
     ratio: dict[str, float | None] = {}
     bars: dict[str, list[float] | None] = {}
-    timing._above_floor(rows, spreads, "t", ratio, bars)
+    timing._above_floor(rows, "t", ratio, bars)
+    assert ratio == {timing.ABOVE_FLOOR: None} and bars == {timing.ABOVE_FLOOR: None}
+
+
+def test_the_share_above_the_floor_is_taken_over_the_rounds_all_three_timed() -> None:
+    # the floor ran in the first 12 rounds only (later_rounds without the share deciding);
+    # the 12 later rounds were slower for both clients: they are not mixed into the share
+    floor = [0.040] * 12 + [None] * 12
+    rows = {
+        "baseline": _rows([0.060] * 12 + [0.090] * 12),
+        "candidate": _rows([0.048] * 12 + [0.080] * 12),
+        "floor": [{"first_backup_wall": f} if f else {} for f in floor],
+    }
+    ratio: dict[str, float | None] = {}
+    bars: dict[str, list[float] | None] = {}
+    timing._above_floor(rows, "t", ratio, bars)
+    assert ratio[timing.ABOVE_FLOOR] == 0.4
+
+
+def test_a_failed_round_leaves_the_share_above_the_floor_na() -> None:
+    walls = _rows([0.050] * 12)
+    failed = _rows([0.040] * 12)
+    failed[3] = {"first_backup_wall": 0.001, "failed": "first_backup: no backup"}
+    rows = {"baseline": walls, "candidate": failed, "floor": _rows([0.030] * 12)}
+    ratio: dict[str, float | None] = {}
+    bars: dict[str, list[float] | None] = {}
+    timing._above_floor(rows, "t", ratio, bars, unchecked=True)
     assert ratio == {timing.ABOVE_FLOOR: None} and bars == {timing.ABOVE_FLOOR: None}
 
 
@@ -66,37 +90,43 @@ def test_the_stored_ratio_is_taken_within_each_round() -> None:
 # --- the rounds rule: at least the least, more until the interval is narrow, at most the cap
 
 
+#: (client, the invocations it timed) of every round the last _fake_rounds ran
+TIMED: list[tuple[str, tuple[str, ...]]] = []
+
+
 def _fake_rounds(monkeypatch: Any, noise: Any) -> list[str]:
     """Replace a round by made-up figures: ``noise(name, index)`` is the client's first
     backup wall for its ``index``-th round (the other metrics follow it); returns the
     order the rounds ran in."""
     ran: list[str] = []
+    timed: list[tuple[str, tuple[str, ...]]] = []
+    TIMED[:] = []
+    timed = TIMED
 
-    def one_round(client: Any, *_args: Any) -> dict[str, Any]:
+    def one_round(client: Any, *args: Any) -> dict[str, Any]:
         name = client.name
+        invocations = args[-1]  # the invocations this round times
         index = sum(1 for n in ran if n == name)
         ran.append(name)
+        timed.append((name, invocations))
         wall = noise(name, index)
         if wall is None:
             return {m: None for m in timing.METRICS} | {"failed": "first_backup: exited 1"}
-        return {
-            "first_backup_wall": wall,
-            "first_backup_cpu": wall / 2,
-            "unchanged_wall": wall,
-            "unchanged_cpu": wall / 2,
-            "first_backup_exit": 0,
-            "unchanged_exit": 0,
-            "failed": None,
-        }
+        row: dict[str, Any] = {"failed": None}
+        for label in invocations:
+            row |= {f"{label}_wall": wall, f"{label}_cpu": wall / 2, f"{label}_exit": 0}
+        return row
 
     monkeypatch.setattr(timing, "_one_round", one_round)
     return ran
 
 
-def _alternate(tmp_path: Any, **kwargs: Any) -> Any:
+def _alternate(tmp_path: Any, *, floor: bool = False, **kwargs: Any) -> Any:
     from pathlib import Path
 
     clients = {"baseline": Path("baseline"), "candidate": Path("candidate")}
+    if floor:
+        clients["floor"] = Path("floor")
     return timing.alternate(clients, size=64, workdir=tmp_path, **kwargs)
 
 
@@ -136,6 +166,17 @@ def test_a_wide_interval_adds_rounds_until_it_is_within_the_target(
     assert rule.half_widths["first_backup_wall"] <= timing.TARGET_HALF_WIDTH
     # every client ran every round: the alternation is kept in the added blocks
     assert all(c.spreads["first_backup_wall"].n == record.rounds for c in record.clients.values())
+    # the added rounds timed the first backup alone, what the deciding ratio needs; the
+    # unchanged invocation's ratio and spreads are the least rounds'
+    both = ("first_backup", "unchanged")
+    assert TIMED[:24] == [("baseline", both), ("candidate", both)] * 12
+    assert set(TIMED[24:]) == {("baseline", ("first_backup",)), ("candidate", ("first_backup",))}
+    assert all(c.spreads["unchanged_wall"].n == 12 for c in record.clients.values())
+    assert record.ratio_interval["unchanged_wall"] is not None
+    assert rule.later_rounds == {"baseline": ("first_backup",), "candidate": ("first_backup",)}
+    assert "after the first 12 timed only the first backup of the baseline and the " in (
+        rule.sentence(record.rounds)
+    )
 
 
 def test_a_noisy_machine_stops_at_the_cap_and_says_so(tmp_path: Any, monkeypatch: Any) -> None:
@@ -176,6 +217,53 @@ def test_a_speed_goal_metric_decides_too(tmp_path: Any, monkeypatch: Any) -> Non
     )
     assert record.rounds_rule.stopped == "undefined" and record.rounds == 12
     assert record.rounds_rule.metrics == ("first_backup_wall", timing.ABOVE_FLOOR)
+
+
+def test_the_floor_runs_in_the_added_rounds_only_when_its_share_decides(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    noisy = _jitter(lambda i: 0.3)  # ±15 %: wider than the target at 20 rounds
+    walls = {"baseline": 0.060, "candidate": 0.056, "floor": 0.020}
+    _fake_rounds(monkeypatch, lambda n, i: walls[n] * noisy(n, i) / 0.020)
+    record = _alternate(
+        tmp_path, rounds=12, max_rounds=20, floor=True, metrics=("first_backup_wall",)
+    )
+    floor = record.clients["floor"]
+    assert record.rounds > 12 and floor.spreads["first_backup_wall"].n == 12
+    assert [n for n, _ in TIMED[36:]] == ["baseline", "candidate"] * (record.rounds - 12)
+    assert record.ratio["first_backup_wall_above_floor"] is not None
+
+    _fake_rounds(monkeypatch, lambda n, i: walls[n] * noisy(n, i) / 0.020)
+    metrics = ("first_backup_wall", timing.ABOVE_FLOOR, "unchanged_cpu")
+    record = _alternate(tmp_path, rounds=12, max_rounds=20, floor=True, metrics=metrics)
+    assert record.rounds == 20  # the noise keeps every interval wide: the cap
+    both = ("first_backup", "unchanged")
+    assert all(c.spreads["unchanged_wall"].n == record.rounds for c in record.clients.values())
+    assert set(TIMED) == {("baseline", both), ("candidate", both), ("floor", both)}
+
+
+def test_the_rounds_rule_keeps_what_the_later_rounds_timed() -> None:
+    from lab.model.timing import RoundsRule
+
+    rule = RoundsRule(
+        min_rounds=12,
+        max_rounds=36,
+        target_half_width=0.05,
+        metrics=("first_backup_wall",),
+        stopped="cap",
+        half_widths={"first_backup_wall": 0.06},
+        later_rounds={"baseline": ("first_backup",), "candidate": ("first_backup",)},
+    )
+    assert RoundsRule.from_dict(rule.to_dict()) == rule
+    assert rule.later_sentence(12) == ""  # no round after the least: nothing to say
+    assert rule.later_sentence(36) == (
+        "the 24 rounds after the first 12 timed only the first backup of the baseline and the "
+        "candidate, what the deciding ratios need"
+    )
+    # a record made before the later rounds were lean reads back as timing everything
+    old = {k: v for k, v in rule.to_dict().items() if k != "later_rounds"}
+    assert RoundsRule.from_dict(old).later_rounds == {}
+    assert "timed only" not in RoundsRule.from_dict(old).sentence(36)
 
 
 # --- a cell closed beside the next round's set-up (Closing)

@@ -261,3 +261,28 @@ def test_the_rounds_rule_round_trips_and_old_records_have_none() -> None:
     read = EvaluationLimits.from_dict(before | {"pids_max": 256})
     assert read.timing_max_runs is None and read.sandbox == {"pids_max": 256}
     assert read.to_dict() == before | {"pids_max": 256}
+
+
+def test_the_table_names_the_metrics_only_the_least_rounds_timed() -> None:
+    from lab.model.timing import RoundsRule
+
+    evaluation = Evaluation.from_dict(copy.deepcopy(SAMPLE_EVALUATION))
+    # the sample's rule: the rounds after the least 12 timed the clients' first backup alone
+    rule = RoundsRule.from_dict(SAMPLE_EVALUATION["timing"]["rounds_rule"])
+    timing = replace(
+        _timing({"first_backup_wall": 1.0}, floor_median=0.004), rounds=36, rounds_rule=rule
+    )
+    table = evaluation_timing_table(replace(evaluation, timing=timing))
+    assert table is not None
+    labels = [row[0] for row in table.rows]
+    assert labels[:2] == ["first backup, wall", "first backup, CPU"]
+    assert labels[2:4] == [
+        "unchanged second run, wall, first 12 rounds",
+        "unchanged second run, CPU, first 12 rounds",
+    ]
+    note = next(n for n in table.notes if n.startswith("Instrument floor"))
+    assert "It ran in the first 12 rounds" in note
+    # a timing that stopped at the least rounds timed everything in every round
+    least = replace(timing, rounds=12)
+    table = evaluation_timing_table(replace(evaluation, timing=least))
+    assert table is not None and not any("first 12" in row[0] for row in table.rows)

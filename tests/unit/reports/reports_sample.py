@@ -891,14 +891,14 @@ SAMPLE_EVALUATION: dict[str, Any] = {
             "baseline": {
                 "first_backup_wall": {"median": 0.0141, "min": 0.0132, "max": 0.0188, "n": 20},
                 "first_backup_cpu": {"median": 0.0102, "min": 0.0097, "max": 0.0121, "n": 20},
-                "unchanged_wall": {"median": 0.0112, "min": 0.0104, "max": 0.0139, "n": 20},
-                "unchanged_cpu": {"median": 0.0088, "min": 0.0083, "max": 0.0097, "n": 20},
+                "unchanged_wall": {"median": 0.0112, "min": 0.0104, "max": 0.0139, "n": 12},
+                "unchanged_cpu": {"median": 0.0088, "min": 0.0083, "max": 0.0097, "n": 12},
                 "nonzero_exits": 0,
             },
             "candidate": {
                 "first_backup_wall": {"median": 0.0117, "min": 0.0109, "max": 0.0151, "n": 20},
                 "first_backup_cpu": {"median": 0.0081, "min": 0.0078, "max": 0.0094, "n": 20},
-                "unchanged_wall": {"median": 0.0031, "min": 0.0028, "max": 0.0046, "n": 20},
+                "unchanged_wall": {"median": 0.0031, "min": 0.0028, "max": 0.0046, "n": 12},
                 "unchanged_cpu": None,
                 "nonzero_exits": 0,
             },
@@ -916,6 +916,16 @@ SAMPLE_EVALUATION: dict[str, Any] = {
             "unchanged_cpu": None,
         },
         "interval_method": "paired percentile bootstrap over the alternated rounds (test)",
+        # the 8 rounds after the least 12 timed the first backup alone (lean later rounds)
+        "rounds_rule": {
+            "min_rounds": 12,
+            "max_rounds": 36,
+            "target_half_width": 0.05,
+            "metrics": ["first_backup_wall"],
+            "stopped": "target",
+            "half_widths": {"first_backup_wall": 0.0359},
+            "later_rounds": {"baseline": ["first_backup"], "candidate": ["first_backup"]},
+        },
     },
     "workspace": "/tmp/lab-candidate-xyz/native",
 }
