@@ -7,7 +7,7 @@ times, and prints for each repeat the medians, the ratio, its 95 % interval and 
 interval's half-width as a share of the ratio; the raw timing records go to ``--json``.
 
     # the seeded client against itself: how wide is the error bar with the default rounds
-    # rule (at least 12, at most 36, until ±5 %)?
+    # rule (at least 12, at most 60, until ±5 %)?
     python benchmarks/timing_interval.py --repeats 13 --json benchmarks/timing-interval-….json
     # a fixed 20 rounds, as before the rule
     python benchmarks/timing_interval.py --rounds 20 --max-rounds 20 --repeats 3
@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from lab.evaluate import floor, timing  # noqa: E402
 from lab.evaluate.interval import half_width  # noqa: E402
+from lab.model.timing import CAP_FACTOR  # noqa: E402
 from lab.sandbox import Sandbox  # noqa: E402
 
 
@@ -47,7 +48,7 @@ def measure(
         record = timing.alternate(
             clients,
             rounds=args.rounds,
-            max_rounds=args.max_rounds if args.max_rounds is not None else 3 * args.rounds,
+            max_rounds=args.max_rounds if args.max_rounds is not None else CAP_FACTOR * args.rounds,
             size=args.size,
             workdir=scratch / f"r{repeat}",
             timeout=60.0,
@@ -121,7 +122,9 @@ def main() -> int:
             "benchmark": "timing_interval",
             "candidate": str(args.candidate),
             "rounds": args.rounds,
-            "max_rounds": args.max_rounds if args.max_rounds is not None else 3 * args.rounds,
+            "max_rounds": args.max_rounds
+            if args.max_rounds is not None
+            else CAP_FACTOR * args.rounds,
             "size": args.size,
             "sandbox": not args.no_sandbox,
             "machine_note": args.note,

@@ -16,11 +16,11 @@ values, and compares two statistics of the same rounds, each with the same paire
 * candidate median ÷ baseline median: the lab's ratio before it.
 
 For each it also replays ``lab evaluate``'s rounds rule on the kept rounds (at least 12,
-then 4 at a time up to the 36 of the cap, until the interval is within ±5 %): where the
+then 4 at a time up to the 60 of the cap, until the interval is within ±5 %): where the
 rounds would have stopped and the half-width there. It prints the correlation of the two
 clients' walls across rounds (how much of the noise they share) and the baseline's spread.
 
-    python benchmarks/timing_noise.py --rounds 36 --repeats 8 \
+    python benchmarks/timing_noise.py --rounds 60 --repeats 8 \
         --json benchmarks/timing-noise-paired-2026-12-05.json
 """
 
@@ -40,12 +40,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from lab.evaluate import floor, interval, timing, timing_cell  # noqa: E402
-from lab.model.timing import DECIDING_METRICS, TARGET_HALF_WIDTH  # noqa: E402
+from lab.model.timing import CAP_FACTOR, DECIDING_METRICS, TARGET_HALF_WIDTH  # noqa: E402
 from lab.sandbox import Sandbox  # noqa: E402
 from lab.workloads.backup import fixture  # noqa: E402
 
 METRICS = ("first_backup_wall", "first_backup_cpu")
-LEAST, STEP, CAP = 12, 4, 36  # lab evaluate's defaults (lab.evaluate.timing)
+LEAST, STEP = 12, 4  # lab evaluate's defaults (lab.evaluate.timing)
+CAP = CAP_FACTOR * LEAST
 
 
 def rounds_of(

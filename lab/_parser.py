@@ -169,7 +169,7 @@ def _add_evaluate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         type=positive_count,
         default=None,
         help="and at most this many, added 4 at a time until the ratio's 95 %% interval is "
-        "within ±5 %% (default 3 × --timing-runs; equal to it: exactly that many)",
+        "within ±5 %% (default 5 × --timing-runs; equal to it: exactly that many)",
     )
     ev.add_argument(
         "--collector",
@@ -358,7 +358,7 @@ def _add_campaign(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         type=positive_count,
         default=None,
         help="and at most, until the speed goal's 95 %% interval is within ±5 %% "
-        "(default: the task's, else 3 × the least)",
+        "(default: the task's, else 5 × the least)",
     )
     cp.add_argument(
         "--collector",

@@ -416,8 +416,9 @@ def judge_built(
     else:
         say(
             f"Untraced timing: {request.timing_runs} to {request.timing_cap} rounds (until "
-            f"the ratio's 95 % interval is within ±{100 * TARGET_HALF_WIDTH:g} %), baseline, "
-            "candidate and the instrument floor's reference uploader alternated…"
+            f"the ratio's 95 % interval is within ±{100 * TARGET_HALF_WIDTH:g} %; the rounds "
+            "after the least time only what the deciding ratios need), baseline, candidate "
+            "and the instrument floor's reference uploader alternated…"
         )
         log = procs.CommandLog(run_dir / "commands.jsonl", root=run_dir)
         with tempfile.TemporaryDirectory(prefix="lab-timing-") as scratch:

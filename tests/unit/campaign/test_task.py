@@ -83,7 +83,7 @@ def test_the_speed_goal_metric_decides_when_the_timing_rounds_stop(tmp_path: Pat
     task = load_task(SPEEDUP)  # its goal: first_backup_cpu; its timing_runs: 20
     ev = settle(request(out=tmp_path), task).evaluation
     assert ev.timing_metrics == ("first_backup_wall", "first_backup_cpu")
-    assert (ev.timing_runs, ev.timing_cap) == (20, 60)
+    assert (ev.timing_runs, ev.timing_cap) == (20, 100)  # 5 × the least
     ev = settle(request(out=tmp_path, timing_runs=8, timing_max_runs=8), task).evaluation
     assert (ev.timing_runs, ev.timing_cap) == (8, 8)
 

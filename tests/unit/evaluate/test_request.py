@@ -54,9 +54,9 @@ def test_argv_round_trips_through_the_parser() -> None:
     )
 
 
-def test_the_timing_rounds_cap_defaults_to_three_times_the_least() -> None:
+def test_the_timing_rounds_cap_defaults_to_five_times_the_least() -> None:
     request = EvaluationRequest(kind="binary", path=Path("x"), timing_runs=12)
-    assert request.timing_cap == 36 and "--timing-max-runs" not in request.argv(
+    assert request.timing_cap == 60 and "--timing-max-runs" not in request.argv(
         candidate="/c", out="/o"
     )
     args = build_parser().parse_args(["evaluate", "--binary", "x", "--timing-max-runs", "20"])
