@@ -229,7 +229,8 @@ def alternate(
         metrics=metrics,
         stopped="fixed" if cap == rounds else stopped,
         half_widths=widths,
-        later_rounds={name: tuple(timed) for name, timed in later.items()},
+        # what the rounds after the least timed; nothing when none ran
+        later_rounds=dict(later) if wanted > rounds else {},
     )
     return Timing(
         rounds=wanted,

@@ -148,6 +148,8 @@ def test_a_quiet_machine_stops_at_the_least_rounds(tmp_path: Any, monkeypatch: A
     assert width is not None and width <= timing.TARGET_HALF_WIDTH
     # the looks between blocks bootstrap the deciding metric alone; the record has them all
     assert all(record.ratio_interval[m] is not None for m in timing.METRICS)
+    # no round ran after the least: the record names none
+    assert rule.later_rounds == {} and "after the first" not in rule.sentence(record.rounds)
 
 
 def test_a_wide_interval_adds_rounds_until_it_is_within_the_target(
