@@ -40,7 +40,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from lab.evaluate import floor, interval, timing, timing_cell  # noqa: E402
-from lab.model.timing import CAP_FACTOR, DECIDING_METRICS, TARGET_HALF_WIDTH  # noqa: E402
+from lab.model.timing import (  # noqa: E402
+    CAP_FACTOR,
+    DECIDING_METRICS,
+    INVOCATIONS,
+    TARGET_HALF_WIDTH,
+)
 from lab.sandbox import Sandbox  # noqa: E402
 from lab.workloads.backup import fixture  # noqa: E402
 
@@ -66,7 +71,7 @@ def rounds_of(
     # ("lean"), or every client's every invocation, as it did before ("full")
     needs = timing.later_rounds(list(clients), DECIDING_METRICS)
     if later == "full":
-        needs = dict.fromkeys(clients, timing.INVOCATIONS)
+        needs = dict.fromkeys(clients, INVOCATIONS)
     try:
         for index in range(rounds):
             rows.append(
@@ -74,7 +79,7 @@ def rounds_of(
                     name: timing_cell.sandboxed_round(  # the lab's own timing round
                         sandbox, name, client, data, digest, scratch, 60.0, closing, timed
                     )
-                    if (timed := timing.INVOCATIONS if index < LEAST else needs.get(name, ()))
+                    if (timed := INVOCATIONS if index < LEAST else needs.get(name, ()))
                     else {}
                     for name, client in clients.items()
                 }

@@ -45,7 +45,7 @@ from lab.evaluate.timing_cell import Closing, round_problem, sandboxed_round
 from lab.host import procs
 from lab.judge.aggregate import spread
 from lab.model.evaluation import ClientTiming, RoundsRule, Timing
-from lab.model.timing import DECIDING_METRICS, TARGET_HALF_WIDTH
+from lab.model.timing import DECIDING_METRICS, INVOCATIONS, TARGET_HALF_WIDTH, invocation_of
 from lab.sandbox import Sandbox
 from lab.workloads.backup import fixture
 from lab.workloads.backup.decoy import Decoy
@@ -56,9 +56,6 @@ STEP = 4
 
 #: failed rounds' reasons kept per client (all of them are counted)
 FAILURES_KEPT = 5
-
-#: a round's invocations, in order (the unchanged one backs up what the first one did)
-INVOCATIONS = ("first_backup", "unchanged")
 
 
 def _one_round(
@@ -122,7 +119,7 @@ def later_rounds(clients: Sequence[str], metrics: Sequence[str]) -> dict[str, tu
     only to narrow the deciding intervals time nothing else (half a round's cost with the
     defaults)."""
     needed = {"baseline", "candidate"} | ({"floor"} if ABOVE_FLOOR in metrics else set())
-    upto = 2 if any(m.startswith("unchanged") for m in metrics) else 1
+    upto = 2 if any(invocation_of(m) == "unchanged" for m in metrics) else 1
     return {name: INVOCATIONS[:upto] for name in clients if name in needed}
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from lab.host import procs
 from lab.host.live import Beside
+from lab.model.timing import INVOCATIONS
 from lab.sandbox import PassCell, Sandbox
 from lab.workloads.backup.backup_check import verify
 from lab.workloads.backup.decoy import Decoy
@@ -99,7 +100,7 @@ def sandboxed_round(
     workdir: Path,
     timeout: float,
     closing: Closing | None = None,
-    invocations: tuple[str, ...] = ("first_backup", "unchanged"),
+    invocations: tuple[str, ...] = INVOCATIONS,
 ) -> dict[str, Any]:
     """The same round, each invocation in the sandbox (its own cgroup, the pass's network
     namespace, the receiver listening inside it). With ``closing``, the last round's cell

@@ -90,6 +90,16 @@ TARGET_HALF_WIDTH = 0.05
 DECIDING_METRICS = ("first_backup_wall",)
 CAP_FACTOR = 5
 
+#: a round's invocations, in order (the unchanged one backs up what the first one did)
+INVOCATIONS = ("first_backup", "unchanged")
+
+
+def invocation_of(metric: str) -> str | None:
+    """The invocation a timing metric is of ("unchanged_wall" -> "unchanged"); None for one
+    of no single invocation."""
+    return next((i for i in INVOCATIONS if metric in (f"{i}_wall", f"{i}_cpu")), None)
+
+
 #: why a timing stopped adding rounds (``RoundsRule.stopped``)
 STOP_REASONS = {
     "fixed": "a fixed number of rounds was asked for",
@@ -123,11 +133,22 @@ class RoundsRule:
     #: (every round then timed every client's every invocation)
     later_rounds: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
+    def later_ran(self, rounds: int) -> bool:
+        """Whether rounds after the least ran, timing less than everything."""
+        return rounds > self.min_rounds and bool(self.later_rounds)
+
+    def least_only(self, rounds: int, client: str, metric: str) -> bool:
+        """Whether ``client``'s ``metric`` was timed in the least rounds alone (the later
+        rounds did not time it)."""
+        return self.later_ran(rounds) and (
+            invocation_of(metric) not in self.later_rounds.get(client, ())
+        )
+
     def later_sentence(self, rounds: int) -> str:
         """E.g. "the 24 rounds after the first 12 timed only the first backup of the
         baseline and the candidate, what the deciding ratios need" ("" when every round
         timed everything)."""
-        if rounds <= self.min_rounds or not self.later_rounds:
+        if not self.later_ran(rounds):
             return ""
         invocations = sorted({i for timed in self.later_rounds.values() for i in timed})
         what = " and ".join(i.replace("_", " ") for i in invocations)

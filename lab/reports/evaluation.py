@@ -239,10 +239,7 @@ def _least_only(timing: Timing, metric: str) -> str:
     """ ", first 12 rounds" for a metric the rounds after the least did not time (its
     medians and ratio are the least rounds'); "" for one every round timed."""
     rule = timing.rounds_rule
-    if rule is None or not rule.later_rounds or timing.rounds <= rule.min_rounds:
-        return ""
-    invocation = metric.rsplit("_", 1)[0]  # "unchanged_wall" -> "unchanged"
-    if invocation in rule.later_rounds.get("baseline", ()):
+    if rule is None or not rule.least_only(timing.rounds, "baseline", metric):
         return ""
     return f", first {rule.min_rounds} rounds"
 
@@ -282,7 +279,7 @@ def _floor_note(timing: Timing) -> str:
         "correct client takes here; the rest of a median is the client's own."
     )
     rule = timing.rounds_rule
-    if rule is not None and rule.later_sentence(timing.rounds) and "floor" not in rule.later_rounds:
+    if rule is not None and rule.later_ran(timing.rounds) and "floor" not in rule.later_rounds:
         text += f" It ran in the first {rule.min_rounds} rounds, as did the share above it."
     share = timing.floor_share("first_backup_wall")
     if share is not None:

@@ -258,6 +258,11 @@ def test_the_rounds_rule_keeps_what_the_later_rounds_timed() -> None:
     )
     assert RoundsRule.from_dict(rule.to_dict()) == rule
     assert rule.later_sentence(12) == ""  # no round after the least: nothing to say
+    # which figures the least rounds alone have
+    assert rule.least_only(36, "baseline", "unchanged_wall")
+    assert not rule.least_only(36, "baseline", "first_backup_cpu")
+    assert rule.least_only(36, "floor", "first_backup_wall")  # the floor ran in none
+    assert not rule.least_only(12, "baseline", "unchanged_wall")
     assert rule.later_sentence(36) == (
         "the 24 rounds after the first 12 timed only the first backup of the baseline and the "
         "candidate, what the deciding ratios need"
