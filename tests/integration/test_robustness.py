@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from lab.collectors.bpftrace import BpftraceSession
-from lab.pipeline import RunRequest, execute
+from lab.pipeline import RunOutcome, RunRequest, execute
 from lab.sandbox.user import ClientUser
 from tests.conftest import ROOT, require
 
@@ -34,6 +34,21 @@ def processes_mentioning(text: str) -> list[tuple[int, str]]:
         if text in cmdline and int(entry.name) != os.getpid():
             found.append((int(entry.name), comm))
     return found
+
+
+def _quiet_run(client: Path, out: Path, scenario: str, collector: str) -> RunOutcome:
+    """One scenario under one collector, no packets, no archive, nothing printed."""
+    return execute(
+        RunRequest(
+            names=[scenario],
+            collector=collector,
+            packets="off",
+            out=out,
+            client=client,
+            archive=False,
+        ),
+        say=lambda _m: None,
+    )
 
 
 def client_processes() -> list[int]:
@@ -86,17 +101,7 @@ def test_tracer_killed_mid_run_is_recorded_and_scenario_still_judged(
 
     thread = threading.Thread(target=assassin)
     thread.start()
-    outcome = execute(
-        RunRequest(
-            names=["busy-spin"],
-            collector="bpftrace",
-            packets="off",
-            out=tmp_path,
-            client=client,
-            archive=False,
-        ),
-        say=lambda _m: None,
-    )
+    outcome = _quiet_run(client, tmp_path, "busy-spin", "bpftrace")
     thread.join()
     assert killed, "the bpftrace process was never seen"
     scenario = outcome.result.scenarios[0]
@@ -214,17 +219,7 @@ def test_strace_that_never_attaches_fails_its_pass_and_no_client_runs_untraced(
         )
 
     monkeypatch.setattr(StraceCollector, "attacher", no_tracer)
-    outcome = execute(
-        RunRequest(
-            names=["baseline"],
-            collector="strace",
-            packets="off",
-            out=tmp_path,
-            client=client,
-            archive=False,
-        ),
-        say=lambda _m: None,
-    )
+    outcome = _quiet_run(client, tmp_path, "baseline", "strace")
     scenario = outcome.result.scenarios[0]
     traced = next(p for p in scenario.passes if p.collector == "strace")
     assert traced.error is not None and "ended before it attached" in traced.error
