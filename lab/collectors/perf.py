@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from lab.collectors import perf_kallsyms
+from lab.collectors import addr2line, perf_kallsyms
 from lab.collectors.base import CollectorOutput, InvocationContext, ProcessCollector
 from lab.collectors.perf_event import (
     PARANOID_PATH,
@@ -190,7 +190,9 @@ def annotated_symbol(
 
 
 def _perf_env() -> dict[str, str]:
-    return {**os.environ, **PERF_ENV_OVERRIDES}
+    # while the run serves addr2line (lab.collectors.addr2line), perf report's inline
+    # frames come from binutils' addr2line kept running instead of one started per report
+    return {**os.environ, **PERF_ENV_OVERRIDES, **addr2line.env()}
 
 
 class PerfCollector(ProcessCollector):

@@ -157,7 +157,7 @@ def _spawn(
     tool: str | None,
     stdout: Output,
     stderr: Output,
-    stdin: Path | None,
+    stdin: Path | int | None,
     env: Mapping[str, str] | None,
     cwd: Path | None,
     pass_fds: Sequence[int] = (),
@@ -167,7 +167,9 @@ def _spawn(
     out = _open_out(stdout)
     err = _open_out(stderr)
     inp: IO[bytes] | int = subprocess.DEVNULL
-    if stdin is not None:
+    if isinstance(stdin, int):
+        inp = stdin  # a descriptor the caller keeps and closes
+    elif stdin is not None:
         inp = open(stdin, "rb")  # noqa: SIM115 - closed in the finally below
     try:
         proc = subprocess.Popen(
@@ -344,6 +346,7 @@ class Background:
         tool: str | None = None,
         stdout: Output = None,
         stderr: Output = None,
+        stdin: int | None = None,
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
         stop_signal: int = signal.SIGINT,
@@ -356,6 +359,8 @@ class Background:
         self.tool = tool
         self.stdout = stdout
         self.stderr = stderr
+        #: a descriptor the child reads (a pipe the caller writes), or nothing
+        self.stdin = stdin
         self.env = env
         self.cwd = cwd
         self.stop_signal = stop_signal
@@ -375,7 +380,7 @@ class Background:
             tool=self.tool,
             stdout=self.stdout,
             stderr=self.stderr,
-            stdin=None,
+            stdin=self.stdin,
             env=self.env,
             cwd=self.cwd,
             pass_fds=self.pass_fds,

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from lab import __version__, resources
+from lab.collectors import addr2line
 from lab.errors import ArchiveError, SchemaError
 from lab.host import identity
 from lab.host.clock import now_rfc3339
@@ -148,8 +149,7 @@ def run_plan(
         base.mkdir(parents=True, exist_ok=True)
         (base / "result.json").write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True))
 
-    # an interrupt propagates to execute(), the one place that marks the run incomplete
-    with Runner(
+    runner = Runner(
         plan,
         run_dir,
         observers=prepared.observers,
@@ -157,7 +157,10 @@ def run_plan(
         progress=say,
         on_result=judged,
         on_start=prepared.later.begin,
-    ) as runner:
+    )
+    # an interrupt propagates to execute(), the one place that marks the run incomplete;
+    # perf report's addr2line is kept for the run (lab.collectors.addr2line), stopped first
+    with runner, addr2line.serving(runner.log, wanted="perf" in plan.passes):
         return runner.run()
 
 
