@@ -25,8 +25,8 @@ byte). When the relay cannot be built (no C compiler) or binutils is missing, ``
 starts nothing and perf starts binutils itself, as before; when the server cannot be
 reached (not yet listening, or gone), the relay executes binutils.
 
-    with serving(log, wanted=True):
-        run(["perf", "report", ...], env={**os.environ, **env()})
+    with serving(log, wanted=True):              # the run's command log
+        run(["perf", "report", ...], env={**os.environ, **env(log)})
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class Serving:
     """One running server: its process, its socket and what a perf report's environment
     adds."""
 
-    def __init__(self, binutils: str, relay: Path, log: CommandLog | None) -> None:
+    def __init__(self, binutils: str, relay: Path, log: CommandLog) -> None:
         self.log = log
         self.directory = Path(tempfile.mkdtemp(prefix="lab-a2l-"))
         self.socket = self.directory / "socket"
@@ -85,9 +85,8 @@ class Serving:
         """Stop the server, then record every addr2line it ran in the run's commands."""
         try:
             self.process.stop()
-            if self.log is not None:
-                for line in self.records.read_text(encoding="utf-8").splitlines():
-                    self.log.record(_completed(json.loads(line)))
+            for line in self.records.read_text(encoding="utf-8").splitlines():
+                self.log.record(_completed(json.loads(line)))
         except (OSError, ValueError, KeyError):
             pass  # the reports are whole either way; only their helpers' records are lost
         finally:
@@ -125,18 +124,21 @@ def perf_exec_path() -> str | None:
     return text or None
 
 
-_current: Serving | None = None
-_users = 0
+#: each run's server, by the run's command log (the log its addr2line processes go into):
+#: a run never records another's, and a report finds its own run's through its context
+_servers: dict[CommandLog, tuple[Serving | None, int]] = {}
 _guard = threading.Lock()
 
 
-def env() -> dict[str, str]:
-    """What a perf report's environment adds while a run serves addr2line; else nothing."""
-    serving_now = _current
-    return dict(serving_now.added) if serving_now is not None else {}
+def env(log: CommandLog) -> dict[str, str]:
+    """What a perf report's environment adds while its run serves addr2line; else nothing."""
+    with _guard:
+        found = _servers.get(log)
+    server = found[0] if found is not None else None
+    return dict(server.added) if server is not None else {}
 
 
-def _start(log: CommandLog | None) -> Serving | None:
+def _start(log: CommandLog) -> Serving | None:
     binutils = shutil.which("addr2line")
     if binutils is None:
         return None  # perf finds no addr2line either, with or without the lab
@@ -148,24 +150,25 @@ def _start(log: CommandLog | None) -> Serving | None:
 
 
 @contextlib.contextmanager
-def serving(log: CommandLog | None, *, wanted: bool) -> Iterator[None]:
-    """Serve addr2line to this block's perf reports when ``wanted`` (a run with perf
-    passes); nested and concurrent blocks share one server, stopped by the last to end."""
-    global _current, _users
+def serving(log: CommandLog, *, wanted: bool) -> Iterator[None]:
+    """Serve addr2line to the perf reports of the run that logs to ``log`` while this block
+    runs, when ``wanted`` (a run with perf passes); a nested block of the same run shares its
+    server, which the outermost block stops."""
     if not wanted:
         yield
         return
     with _guard:
-        if _current is None:
-            _current = _start(log)
-        _users += 1
+        server, users = _servers.get(log, (None, 0))
+        if users == 0:
+            server = _start(log)
+        _servers[log] = (server, users + 1)
     try:
         yield
     finally:
         with _guard:
-            _users -= 1
-            ending = _current if _users == 0 else None
-            if ending is not None:
-                _current = None
-        if ending is not None:
-            ending.close()
+            server, users = _servers.pop(log)
+            if users > 1:
+                _servers[log] = (server, users - 1)
+                server = None
+        if server is not None:
+            server.close()

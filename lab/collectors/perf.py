@@ -46,7 +46,7 @@ from lab.collectors.perf_parse import (
 )
 from lab.errors import ToolMissingError
 from lab.host.probecache import sysctl_bytes
-from lab.host.procs import Completed, require_tool, run
+from lab.host.procs import CommandLog, Completed, require_tool, run
 from lab.model import ObserverStatus
 from lab.model.observed import PerfSummary
 
@@ -189,10 +189,10 @@ def annotated_symbol(
     return symbol if any(r.self_pct > 0 for r in own) else None
 
 
-def _perf_env() -> dict[str, str]:
+def _perf_env(log: CommandLog) -> dict[str, str]:
     # while the run serves addr2line (lab.collectors.addr2line), perf report's inline
     # frames come from binutils' addr2line kept running instead of one started per report
-    return {**os.environ, **PERF_ENV_OVERRIDES, **addr2line.env()}
+    return {**os.environ, **PERF_ENV_OVERRIDES, **addr2line.env(log)}
 
 
 class PerfCollector(ProcessCollector):
@@ -291,7 +291,7 @@ class PerfCollector(ProcessCollector):
             log=ctx.log,
             stdout=ctx.out_dir / out,
             stderr=ctx.out_dir / (Path(out).stem + ".stderr.txt"),
-            env=_perf_env(),
+            env=_perf_env(ctx.log),
             timeout=REPORT_TIMEOUT_S,
             accept=None,  # perf report exits 0 even on a truncated file; we judge the text
         )

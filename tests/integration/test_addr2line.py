@@ -89,19 +89,23 @@ def _binutils(binutils: str, argv: list[str], requests: bytes) -> bytes:
 
 
 @contextlib.contextmanager
-def _serving(log_path: Path) -> Iterator[dict[str, str]]:
+def _serving(log: CommandLog) -> Iterator[dict[str, str]]:
     """A server for this block, listening; yields the environment a report adds. Its
-    addr2line processes are in ``log_path`` once the block ends."""
-    with addr2line.serving(CommandLog(log_path), wanted=True):
-        added = addr2line.env()
+    addr2line processes are in ``log`` once the block ends."""
+    with addr2line.serving(log, wanted=True):
+        added = addr2line.env(log)
         assert added, "the server did not start"
         socket_path = Path(added["LAB_A2L_SOCKET"])
         deadline = time.monotonic() + 10
         while not socket_path.exists() and time.monotonic() < deadline:
             time.sleep(0.02)
         assert socket_path.exists(), "the server never listened"
+        with addr2line.serving(log, wanted=True):  # a nested block shares the server
+            assert addr2line.env(log) == added
+        assert addr2line.env(log) == added  # and leaves it running
+        assert addr2line.env(CommandLog(log.path.with_name("other.jsonl"))) == {}  # per run
         yield {**os.environ, **added}
-    assert addr2line.env() == {}  # the last user stopped it
+    assert addr2line.env(log) == {}  # the outermost block stopped it
 
 
 def _relay(argv: list[str], requests: bytes, env: dict[str, str]) -> bytes:
@@ -127,7 +131,7 @@ def test_answers_through_the_server_are_binutils_own(
     assert shared is not None
     probe = b"%016x\n,\n" % 0x1000
     log_path = tmp_path / "commands.jsonl"
-    with _serving(log_path) as env:
+    with _serving(CommandLog(log_path)) as env:
         for _ in range(3):  # the shared object's later answers come from what it kept
             assert _relay(["-e", str(inlined), "-i", "-f"], requests, env) == expected
             assert _relay(["-e", shared, "-i", "-f"], probe, env) == _binutils(
@@ -195,10 +199,11 @@ def test_a_perf_report_through_the_server_prints_what_it_prints_without(
     out = collector.collect(ctx, done)  # perf starts binutils itself
     assert out.error is None, out.error
     plain = (ctx.out_dir / REPORT_FILE).read_text()
-    served_log = tmp_path / "served.jsonl"
-    with _serving(served_log):
+    served = [json.loads(line) for line in ctx.log.path.read_text().splitlines()]
+    with _serving(ctx.log):
         out = collector.collect(ctx, done)  # the same report, its addr2line the server's
     assert out.error is None, out.error
     assert "(inlined)" in plain
     assert _without_tip((ctx.out_dir / REPORT_FILE).read_text()) == _without_tip(plain)
-    assert str(inlined) in _kept(served_log)  # the server answered
+    assert str(inlined) not in [r["argv"][-1] for r in served]
+    assert str(inlined) in _kept(ctx.log.path)  # the server answered, in the run's log
