@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from lab.collectors import addr2line, perf_kallsyms
+from lab.collectors import perf_kallsyms
 from lab.collectors.base import CollectorOutput, InvocationContext, ProcessCollector
 from lab.collectors.perf_event import (
     PARANOID_PATH,
@@ -46,7 +46,7 @@ from lab.collectors.perf_parse import (
 )
 from lab.errors import ToolMissingError
 from lab.host.probecache import sysctl_bytes
-from lab.host.procs import CommandLog, Completed, require_tool, run
+from lab.host.procs import Completed, require_tool, run
 from lab.model import ObserverStatus
 from lab.model.observed import PerfSummary
 
@@ -189,10 +189,8 @@ def annotated_symbol(
     return symbol if any(r.self_pct > 0 for r in own) else None
 
 
-def _perf_env(log: CommandLog) -> dict[str, str]:
-    # while the run serves addr2line (lab.collectors.addr2line), perf report's inline
-    # frames come from binutils' addr2line kept running instead of one started per report
-    return {**os.environ, **PERF_ENV_OVERRIDES, **addr2line.env(log)}
+def _perf_env() -> dict[str, str]:
+    return {**os.environ, **PERF_ENV_OVERRIDES}
 
 
 class PerfCollector(ProcessCollector):
@@ -291,7 +289,7 @@ class PerfCollector(ProcessCollector):
             log=ctx.log,
             stdout=ctx.out_dir / out,
             stderr=ctx.out_dir / (Path(out).stem + ".stderr.txt"),
-            env=_perf_env(ctx.log),
+            env=_perf_env(),
             timeout=REPORT_TIMEOUT_S,
             accept=None,  # perf report exits 0 even on a truncated file; we judge the text
         )

@@ -157,7 +157,7 @@ def _spawn(
     tool: str | None,
     stdout: Output,
     stderr: Output,
-    stdin: Path | int | None,
+    stdin: Path | None,
     env: Mapping[str, str] | None,
     cwd: Path | None,
     pass_fds: Sequence[int] = (),
@@ -167,9 +167,7 @@ def _spawn(
     out = _open_out(stdout)
     err = _open_out(stderr)
     inp: IO[bytes] | int = subprocess.DEVNULL
-    if isinstance(stdin, int):
-        inp = stdin  # a descriptor the caller keeps and closes
-    elif stdin is not None:
+    if stdin is not None:
         inp = open(stdin, "rb")  # noqa: SIM115 - closed in the finally below
     try:
         proc = subprocess.Popen(
@@ -346,7 +344,6 @@ class Background:
         tool: str | None = None,
         stdout: Output = None,
         stderr: Output = None,
-        stdin: int | None = None,
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
         stop_signal: int = signal.SIGINT,
@@ -359,8 +356,6 @@ class Background:
         self.tool = tool
         self.stdout = stdout
         self.stderr = stderr
-        #: a descriptor the child reads (a pipe the caller writes), or nothing
-        self.stdin = stdin
         self.env = env
         self.cwd = cwd
         self.stop_signal = stop_signal
@@ -380,7 +375,7 @@ class Background:
             tool=self.tool,
             stdout=self.stdout,
             stderr=self.stderr,
-            stdin=self.stdin,
+            stdin=None,
             env=self.env,
             cwd=self.cwd,
             pass_fds=self.pass_fds,

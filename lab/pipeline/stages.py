@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from lab import __version__, resources
-from lab.collectors import addr2line
 from lab.errors import ArchiveError, SchemaError
 from lab.host import identity
 from lab.host.clock import now_rfc3339
@@ -149,7 +148,8 @@ def run_plan(
         base.mkdir(parents=True, exist_ok=True)
         (base / "result.json").write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True))
 
-    runner = Runner(
+    # an interrupt propagates to execute(), the one place that marks the run incomplete
+    with Runner(
         plan,
         run_dir,
         observers=prepared.observers,
@@ -157,10 +157,7 @@ def run_plan(
         progress=say,
         on_result=judged,
         on_start=prepared.later.begin,
-    )
-    # an interrupt propagates to execute(), the one place that marks the run incomplete;
-    # perf report's addr2line is kept for the run (lab.collectors.addr2line), stopped first
-    with runner, addr2line.serving(runner.log, wanted="perf" in plan.passes):
+    ) as runner:
         return runner.run()
 
 
