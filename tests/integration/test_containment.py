@@ -198,7 +198,10 @@ def test_the_signing_key_is_out_of_reach(
     key.chmod(0o600)
     monkeypatch.setenv("LAB_SIGNING_KEY", str(key))
     monkeypatch.setenv("LAB_TEST_SECRET", secret)
-    outcome = run_hostile(hostile["key-thief"], tmp_path / "out")
+    # the thief reads up to 200,000 files of what it can see (/usr): 3 s with a warm page
+    # cache, 17 s with a cold one (measured), against the 20 s a client is given by default;
+    # what is tested is what it reaches, not how fast, so it has a minute
+    outcome = run_hostile(hostile["key-thief"], tmp_path / "out", timeout_s=60.0)
     seen = events(outcome)
     assert any(e.get("event") == "key-files-found" for e in seen), "the thief did not finish"
     # what it can read is the public /usr (documentation that mentions "PRIVATE KEY")
