@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from lab.evaluate import floor, interval, timing, timing_cell  # noqa: E402
+from lab.evaluate.request import EvaluationRequest  # noqa: E402
 from lab.model.timing import (  # noqa: E402
     CAP_FACTOR,
     DECIDING_METRICS,
@@ -50,7 +51,8 @@ from lab.sandbox import Sandbox  # noqa: E402
 from lab.workloads.backup import fixture  # noqa: E402
 
 METRICS = ("first_backup_wall", "first_backup_cpu")
-LEAST, STEP = 12, 4  # lab evaluate's defaults (lab.evaluate.timing)
+# lab evaluate's defaults: the least rounds, the rounds added at a time, the most
+LEAST, STEP = EvaluationRequest.timing_runs, timing.STEP
 CAP = CAP_FACTOR * LEAST
 
 
