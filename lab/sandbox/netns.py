@@ -71,7 +71,10 @@ class NetworkNamespace:
         self._ip("-n", self.name, "link", "set", "lo", "up", purpose="loopback up in the namespace")
 
     def delete(self) -> None:
-        if self.exists:
+        # the path too: an `ip netns add` stopped by a signal (SIGTERM stops every process
+        # the lab started) may have made the namespace before it died, so `exists` was
+        # never set; the namespace would otherwise outlive the run (measured in CI)
+        if self.exists or self.path.exists():
             with contextlib.suppress(SandboxError):
                 self._ip("netns", "delete", self.name, purpose="remove the pass's namespace")
             self.exists = False
