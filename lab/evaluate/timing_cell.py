@@ -204,3 +204,86 @@ def _warm_up(cell: Any, state: Path, timeout: float) -> str | None:
     if outcome.sandbox_error or outcome.timed_out or outcome.exit_status != 0:
         return f"the cell's warm-up failed: {outcome.sandbox_error or outcome.exit_status}"
     return None
+
+
+def adjacent_round(
+    sandbox: Sandbox,
+    clients: list[tuple[str, Path, tuple[str, ...]]],
+    data: bytes,
+    digest: str,
+    workdir: Path,
+    timeout: float,
+    closing: Closing | None = None,
+) -> dict[str, dict[str, Any]]:
+    """One round with every client's cell open at once (measured in docs/performance.md,
+    round 15, and not adopted): each client's warm-up just before its first timed
+    invocation, and each invocation timed for every client back to back, in ``clients``'
+    order, so that a round's two timed first backups are about 15 ms apart rather than a
+    whole cell's opening apart; the checks follow each invocation's pair."""
+    rows: dict[str, dict[str, Any]] = {name: {} for name, _, _ in clients}
+    cells = contextlib.ExitStack()
+    serving = contextlib.ExitStack()
+    try:
+        opened = []
+        for name, client, invocations in clients:
+            state = Path(cells.enter_context(tempfile.TemporaryDirectory(dir=workdir)))
+            cell = cells.enter_context(
+                sandbox.pass_cell(
+                    f"untraced-{name}", client=client.resolve(), invocations=1 + len(invocations)
+                )
+            )
+            cell.write_source(data)
+            cell.store_in_memory(STORE_SLACK + 4 * len(data))
+            rx_sock, decoy_sock = cell.listening_sockets(2)
+            rx = serving.enter_context(
+                Receiver.serving(cell.store, state / "rx.jsonl", sock=rx_sock)
+            )
+            serving.enter_context(Decoy.serving(state / "decoy.jsonl", sock=decoy_sock))
+            opened.append((name, cell, state, rx, invocations))
+        if closing is not None:
+            closing.settle()
+        for index, label in enumerate(INVOCATIONS, start=2):
+            outcomes = []
+            for name, cell, state, rx, invocations in opened:
+                if label not in invocations:
+                    continue
+                if index == 2:
+                    rows[name]["failed"] = _warm_up(cell, state, timeout)
+                rx.invocation = index
+                outcome = cell.run(
+                    index,
+                    [str(cell.client), "--source", str(cell.source), "--receiver", rx.address],
+                    wrap=lambda argv: argv,
+                    timeout_s=timeout,
+                    stdout=state / f"{label}.stdout",
+                    stderr=state / f"{label}.stderr",
+                    purpose=f"untraced timing (sandboxed): {name} {label}",
+                )
+                rx.wait_idle()
+                outcomes.append((name, cell, rx, outcome))
+            for name, cell, rx, outcome in outcomes:
+                row = rows[name]
+                row[f"{label}_wall"] = outcome.wall_s
+                row[f"{label}_cpu"] = outcome.cpu_s
+                row[f"{label}_exit"] = outcome.exit_status if not outcome.timed_out else "timed out"
+                problem = outcome.sandbox_error or round_problem(
+                    label,
+                    exit_status=outcome.exit_status,
+                    timed_out=outcome.timed_out,
+                    store=cell.store,
+                    digest=digest,
+                    source=cell.source,
+                    receiver_digest=rx.saved_digest,
+                )
+                if row.get("failed") is None:
+                    row["failed"] = problem
+    except BaseException:
+        serving.close()
+        cells.close()
+        raise
+    serving.close()
+    if closing is None:
+        cells.close()
+    else:
+        closing.hand(cells.close)
+    return rows
