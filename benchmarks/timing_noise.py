@@ -22,10 +22,6 @@ clients' walls across rounds (how much of the noise they share) and the baseline
 
     python benchmarks/timing_noise.py --rounds 60 --repeats 8 \
         --json benchmarks/timing-noise-paired-2026-12-05.json
-
-``--pairing both`` alternates repeats of the lab's rounds (each client's cell opened after the
-last one's, "apart") with rounds whose cells are all open at once and whose clients are timed
-back to back ("adjacent", ``lab.evaluate.timing_cell.adjacent_round``).
 """
 
 from __future__ import annotations
@@ -67,7 +63,6 @@ def rounds_of(
     rounds: int,
     scratch: Path,
     later: str = "lean",
-    pairing: str = "apart",
 ) -> list[dict[str, Any]]:
     source = scratch / "source.bin"
     digest = fixture.write_source(source, seed="timing", size=size)
@@ -81,19 +76,6 @@ def rounds_of(
         needs = dict.fromkeys(clients, INVOCATIONS)
     try:
         for index in range(rounds):
-            if pairing == "adjacent":
-                order = [
-                    (name, client, INVOCATIONS if index < LEAST else needs.get(name, ()))
-                    for name, client in clients.items()
-                ]
-                order = [o for o in order if o[2]]
-                if index % 2:
-                    order.reverse()
-                found = timing_cell.adjacent_round(
-                    sandbox, order, data, digest, scratch, 60.0, closing
-                )
-                rows.append({name: found.get(name, {}) for name in clients})
-                continue
             rows.append(
                 {
                     name: timing_cell.sandboxed_round(  # the lab's own timing round
@@ -160,19 +142,17 @@ def analyse(rows: list[dict[str, Any]], metric: str) -> dict[str, Any]:
 
 
 def summary(results: list[dict[str, Any]], size: int) -> None:
-    ways = sorted({(r.get("later_rounds", "lean"), r.get("pairing", "apart")) for r in results})
-    for later, pairing in ways:
+    for later in sorted({r.get("later_rounds", "lean") for r in results}):
         walls = [
             r
             for r in results
             if r["metric"] == "first_backup_wall"
             and r["size"] == size
-            and (r.get("later_rounds", "lean"), r.get("pairing", "apart")) == (later, pairing)
+            and r.get("later_rounds", "lean") == later
         ]
         elapsed = statistics.median(r["elapsed_s"] for r in walls)
         print(
-            f"\n{size} bytes, first backup's wall, later rounds {later}, {pairing}, "
-            f"{len(walls)} repeats "
+            f"\n{size} bytes, first backup's wall, later rounds {later}, {len(walls)} repeats "
             f"({walls[0]['rounds']} rounds in {elapsed:.1f} s at the median), the rule replayed "
             f"({LEAST} … {CAP} rounds):"
         )
@@ -201,11 +181,10 @@ def one_repeat(
     repeat: int,
     tmp: Path,
     later: str = "lean",
-    pairing: str = "apart",
 ) -> list[dict[str, Any]]:
     """One repeat's rounds, analysed per metric (and printed)."""
     started = time.monotonic()
-    rows = rounds_of(sandbox, clients, size, rounds, tmp, later, pairing)
+    rows = rounds_of(sandbox, clients, size, rounds, tmp, later)
     elapsed = round(time.monotonic() - started, 1)
     failed = sum(1 for r in rows for side in r.values() if side.get("failed"))
     found_all = []
@@ -217,13 +196,11 @@ def one_repeat(
             "elapsed_s": elapsed,
             "failed_rounds": failed,
             "later_rounds": later,
-            "pairing": pairing,
         }
         found_all.append(found)
         every, rule = found["all_rounds"], found["rule_replayed"]
         print(
-            f"{size:>9} repeat {repeat} {later:4} {pairing:8} {metric:18} "
-            f"corr {found['correlation']:+.2f} "
+            f"{size:>9} repeat {repeat} {later:4} {metric:18} corr {found['correlation']:+.2f} "
             f"spread {found['baseline_spread']:.0%}; "
             + "; ".join(
                 f"{name} {every[name]['ratio']} "
@@ -253,21 +230,12 @@ def main() -> int:
         "as lab evaluate does), everything (full, as it did before), or both, alternated "
         "repeat by repeat",
     )
-    parser.add_argument(
-        "--pairing",
-        choices=("apart", "adjacent", "both"),
-        default="apart",
-        help="each client's round in a cell opened after the last one's (apart), or every "
-        "client's cell opened and warmed up first and the clients timed back to back "
-        "(adjacent), or both, alternated repeat by repeat",
-    )
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--note", default="", help="what else the machine ran (kept in --json)")
     args = parser.parse_args()
     sizes = args.size or [524_288]
     client = ROOT / "native" / "backup-client"
     sandbox = Sandbox.open(f"bench-noise-{int(time.time())}")
-    sandbox.use_slots(6)
     results = []
     try:
         with tempfile.TemporaryDirectory(prefix="lab-bench-noise-") as tmp:
@@ -280,11 +248,8 @@ def main() -> int:
                     later = args.later
                     if later == "both":  # alternated repeat by repeat
                         later = "lean" if repeat % 2 else "full"
-                    pairing = args.pairing
-                    if pairing == "both":
-                        pairing = "apart" if repeat % 2 else "adjacent"
                     results += one_repeat(
-                        sandbox, clients, size, args.rounds, repeat, Path(tmp), later, pairing
+                        sandbox, clients, size, args.rounds, repeat, Path(tmp), later
                     )
     finally:
         sandbox.close()
