@@ -22,11 +22,6 @@ clients' walls across rounds (how much of the noise they share) and the baseline
 
     python benchmarks/timing_noise.py --rounds 60 --repeats 8 \
         --json benchmarks/timing-noise-paired-2026-12-05.json
-
-Each round keeps two walls of each invocation, judged on the same rounds: from the jail's
-gate (``first_backup_wall``, what the rounds time) and from the jail's spawn
-(``first_backup_spawn_wall``: the jail's set-up included, as the rounds timed before). With
-several ``--size``, the sizes alternate within each repeat.
 """
 
 from __future__ import annotations
@@ -55,7 +50,7 @@ from lab.model.timing import (  # noqa: E402
 from lab.sandbox import Sandbox  # noqa: E402
 from lab.workloads.backup import fixture  # noqa: E402
 
-METRICS = ("first_backup_wall", "first_backup_spawn_wall", "first_backup_cpu")
+METRICS = ("first_backup_wall", "first_backup_cpu")
 # lab evaluate's defaults: the least rounds, the rounds added at a time, the most
 LEAST, STEP = EvaluationRequest.timing_runs, timing.STEP
 CAP = CAP_FACTOR * LEAST
@@ -146,29 +141,18 @@ def analyse(rows: list[dict[str, Any]], metric: str) -> dict[str, Any]:
     }
 
 
-WALLS = {
-    "first_backup_wall": "first backup's wall from the jail's gate",
-    "first_backup_spawn_wall": "first backup's wall from the jail's spawn",
-}
-
-
 def summary(results: list[dict[str, Any]], size: int) -> None:
-    ways = sorted({(r.get("later_rounds", "lean"), r["metric"]) for r in results})
-    for later, metric in ways:
-        if metric not in WALLS:
-            continue
+    for later in sorted({r.get("later_rounds", "lean") for r in results}):
         walls = [
             r
             for r in results
-            if r["metric"] == metric
+            if r["metric"] == "first_backup_wall"
             and r["size"] == size
             and r.get("later_rounds", "lean") == later
         ]
-        if not walls:
-            continue
         elapsed = statistics.median(r["elapsed_s"] for r in walls)
         print(
-            f"\n{size} bytes, {WALLS[metric]}, later rounds {later}, {len(walls)} repeats "
+            f"\n{size} bytes, first backup's wall, later rounds {later}, {len(walls)} repeats "
             f"({walls[0]['rounds']} rounds in {elapsed:.1f} s at the median), the rule replayed "
             f"({LEAST} … {CAP} rounds):"
         )
@@ -259,8 +243,8 @@ def main() -> int:
             clients = {"baseline": client, "candidate": client}
             if reference.binary is not None:
                 clients["floor"] = reference.binary
-            for repeat in range(1, args.repeats + 1):
-                for size in sizes:  # alternated within each repeat
+            for size in sizes:
+                for repeat in range(1, args.repeats + 1):
                     later = args.later
                     if later == "both":  # alternated repeat by repeat
                         later = "lean" if repeat % 2 else "full"

@@ -1,12 +1,7 @@
 """A timing round in a sandbox cell of its own (``lab.evaluate.timing``'s rounds with
 ``sandbox``): the cell is made exactly as a judged pass's is (the same environment, box,
 bounds and opaque cgroup names), warmed up with one untimed ``true``, and each of its two
-invocations checked as a judged pass checks it (``round_problem``). An invocation is timed
-from the jail's gate (``lab.sandbox.gate``, opened as soon as the jail waits there, no
-tracer) to the client's exit: the jail's set-up before it (its namespaces, its mounts, and
-the cgroup joins, which wait on the kernel for 3 to 35 ms, the same for every client and
-most of the whole wall's spread: docs/performance.md, round 15) is the lab's, not the
-client's.
+invocations checked as a judged pass checks it (``round_problem``).
 
     closing = Closing()
     row = sandboxed_round(sandbox, "candidate", client, data, digest, workdir, 60.0, closing)
@@ -168,28 +163,19 @@ def _timed_in(
                 stdout=state / f"{label}.stdout",
                 stderr=state / f"{label}.stderr",
                 purpose=f"untraced timing (sandboxed): {name} {label}",
-                from_gate=True,
             )
             rx.wait_idle()
-            # timed from the jail's gate: its set-up (namespaces, mounts, and cgroup joins
-            # that wait on the kernel for 3-35 ms, the same for every client) is left out
-            row[f"{label}_wall"] = outcome.from_gate_s
-            # the whole wall, spawn to exit, for benchmarks/timing_noise.py (not recorded)
-            row[f"{label}_spawn_wall"] = outcome.wall_s
+            row[f"{label}_wall"] = outcome.wall_s
             row[f"{label}_cpu"] = outcome.cpu_s
             row[f"{label}_exit"] = outcome.exit_status if not outcome.timed_out else "timed out"
-            problem = (
-                outcome.sandbox_error
-                or round_problem(
-                    label,
-                    exit_status=outcome.exit_status,
-                    timed_out=outcome.timed_out,
-                    store=cell.store,
-                    digest=digest,
-                    source=cell.source,
-                    receiver_digest=rx.saved_digest,
-                )
-                or (None if outcome.from_gate_s is not None else f"{label}: no gate reached")
+            problem = outcome.sandbox_error or round_problem(
+                label,
+                exit_status=outcome.exit_status,
+                timed_out=outcome.timed_out,
+                store=cell.store,
+                digest=digest,
+                source=cell.source,
+                receiver_digest=rx.saved_digest,
             )
             if row.get("failed") is None:
                 row["failed"] = problem

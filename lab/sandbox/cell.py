@@ -221,15 +221,12 @@ class PassCell:
         purpose: str,
         started: Callable[[], None] | None = None,
         attach: Attacher | None = None,
-        from_gate: bool = False,
     ) -> Outcome:
         """One invocation in the jail; ``started``: called once the client runs;
         ``attach``: a tracer attached to the jail's main process at its gate (it is then
-        not a wrapper: ``lab.sandbox.gate``); ``from_gate`` (without ``attach``): the gate
-        opened as soon as the jail waits there, and the outcome's ``from_gate_s`` timed
-        from then (the jail's set-up left out: ``lab.evaluate.timing_cell``)."""
+        not a wrapper: ``lab.sandbox.gate``)."""
         spec = self.spec(index)
-        gate = None if attach is None and not from_gate else Gate()
+        gate = None if attach is None else Gate()
         if gate is not None:
             spec = replace(spec, gate_fd=gate.jail_fd)
         settings = self.sandbox.settings

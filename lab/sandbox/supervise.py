@@ -73,11 +73,6 @@ class Outcome:
     contained: bool = True
     #: what the kernel reported for the cgroup; None until the invocation ended
     stats: CgroupStats | None = None
-    #: with a gate opened as soon as the jail reached it (no tracer: ``supervise``'s
-    #: ``gate`` without ``attach``), the gate's opening to the main process's exit, seconds:
-    #: the client's part of ``wall_s``, without the jail's set-up (its namespaces, mounts
-    #: and cgroup joins); None otherwise, or when the jail never reached its gate
-    from_gate_s: float | None = None
     stdout: StreamRecord | None = None
     stderr: StreamRecord | None = None
     #: the whole command (wrapper + sandbox + client) as lab.host.procs saw it; with a
@@ -204,9 +199,7 @@ def supervise(
     """``echo``: callbacks given each chunk of stdout and of stderr as it arrives;
     ``started``: called once the client's main process runs (not if it never does);
     ``gate`` (passed to the jail, whose filter step waits there) and ``attach`` (a tracer
-    to start on the waiting process): the tracer attached at the gate; ``gate`` without
-    ``attach``: the gate opened as soon as the jail waits there, and the outcome's
-    ``from_gate_s`` timed from that moment (``lab.evaluate.timing_cell``)."""
+    to start on the waiting process): the tracer attached at the gate."""
     status_r, status_w = os.pipe()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
@@ -221,10 +214,7 @@ def supervise(
     tracer: list[procs.Background] = []
     try:
         attaching = None if gate is None or attach is None else (gate, attach, tracer)
-        opening = gate if attach is None else None
-        _watch(
-            outcome, bg, status, group, t0, timeout_s, linger_grace_s, started, attaching, opening
-        )
+        _watch(outcome, bg, status, group, t0, timeout_s, linger_grace_s, started, attaching)
     finally:
         # whatever happened above (an error, Ctrl-C): nothing of the client survives
         if gate is not None:
@@ -283,23 +273,6 @@ def _settle(outcome: Outcome, status: _StatusReader, group: InvocationGroup, std
 Attaching = tuple[Gate, Attacher, list[procs.Background]]
 
 
-def _open_at_once(
-    gate: Gate, status: _StatusReader, bg: procs.Background, deadline: float
-) -> float | None:
-    """Open ``gate`` as soon as the jail's filter step waits there; when it was opened
-    (monotonic), or None when the jail ended or failed first (the gate is then closed)."""
-
-    def gone() -> bool:
-        return status.got_exit.is_set() or not bg.alive()
-
-    if not gate.wait_ready(deadline, gone):
-        gate.close()
-        return None
-    opened = time.monotonic()
-    gate.open()
-    return opened
-
-
 def _watch(
     outcome: Outcome,
     bg: procs.Background,
@@ -310,7 +283,6 @@ def _watch(
     linger_grace_s: float,
     started: Callable[[], None] | None = None,
     attaching: Attaching | None = None,
-    opening: Gate | None = None,
 ) -> None:
     deadline = t0 + timeout_s
     # bwrap reports the client's pid once the sandbox is set up; if bwrap fails first, the
@@ -342,14 +314,10 @@ def _watch(
         except CollectorError as exc:
             # the gate is closed: the filter step exits without running the client
             outcome.attach_error = str(exc)
-    opened = None if opening is None else _open_at_once(opening, status, bg, deadline)
     # the client's main process exited when bwrap reports its exit code (its init then
     # lives on, reaping, while anything the client left runs)
     exited = status.got_exit.wait(max(0.0, deadline - time.monotonic()))
-    ended = time.monotonic()
-    outcome.wall_s = ended - t0
-    if exited and opened is not None:
-        outcome.from_gate_s = ended - opened
+    outcome.wall_s = time.monotonic() - t0
     if not exited:
         outcome.timed_out = True
         outcome.contained = group.kill()
