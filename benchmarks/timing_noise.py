@@ -243,8 +243,8 @@ def main() -> int:
             clients = {"baseline": client, "candidate": client}
             if reference.binary is not None:
                 clients["floor"] = reference.binary
-            for size in sizes:
-                for repeat in range(1, args.repeats + 1):
+            for repeat in range(1, args.repeats + 1):
+                for size in sizes:  # alternated within each repeat
                     later = args.later
                     if later == "both":  # alternated repeat by repeat
                         later = "lean" if repeat % 2 else "full"
