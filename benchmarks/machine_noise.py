@@ -7,9 +7,10 @@ the rounds' candidate ÷ baseline (``lab.evaluate.interval``), and its rules ask
 the least 12 rounds. How narrow can any timing be here? This benchmark alternates, repeat by
 repeat, two ways of timing the same thing against itself:
 
-* **bare**: ``sha256sum`` of a ``--mib`` MiB file (its wall about the lab's first backup's at
-  4 MiB), the same command for "baseline" and "candidate", alternated round by round, each
-  timed from spawn to reap; nothing of the lab runs (no sandbox, no receiver, no tracer);
+* **bare**: ``sha256sum`` of a ``--mib`` MiB file (4 MiB: about 18 ms here, the order of the
+  lab's first backup's 23-33 ms), the same command for "baseline" and "candidate",
+  alternated round by round, each timed from spawn to reap; nothing of the lab runs (no
+  sandbox, no receiver, no tracer);
 * **lab**: the lab's own timing rounds (``benchmarks/timing_noise.py``'s ``rounds_of``: the
   seeded client against itself, every invocation in its sandbox cell, the later rounds lean).
 
