@@ -197,7 +197,14 @@ def main() -> int:
         sandbox.close()
     if args.raw is not None:
         args.raw.write_text(raw)
-    result = analyse(chains(raw))
+    found = chains(raw)
+    timed = sum(1 for c in found if c["kind"] == "client")
+    if timed != 2 * args.rounds:  # the pairing below takes them in order, two a round
+        raise SystemExit(
+            f"timing_chain: {timed} of the {2 * args.rounds} timed jails were found whole in "
+            "bpftrace's output (kept with --raw); run it again on an idle machine"
+        )
+    result = analyse(found)
     show(result)
     if args.json is not None:
         args.json.write_text(json.dumps({"benchmark": "timing_chain", **result}, indent=2) + "\n")
