@@ -167,16 +167,23 @@ def test_c3_reason_names_each_pass_with_its_own_decoy(run: tuple[RunOutcome, Pat
     reason = egress.verdicts["C3"].reason
     report = _report(run_dir)
     assert reason in report
-    addresses = set()
+    parts = reason.split("; ")
+    decoys = set()
     for p in egress.passes:
         raw = (run_dir / "unexpected-egress" / "r1" / p.collector / "decoy.jsonl").read_text()
-        listening = json.loads(raw.splitlines()[0])
+        records = [json.loads(line) for line in raw.splitlines()]
+        listening = records[0]
         assert listening["event"] == "listening" and listening["address"] == p.decoy_address
-        # that pass's own decoy, named with that pass
-        said = next(part for part in reason.split("; ") if p.decoy_address in part)
-        assert p.collector in said.rpartition("(pass: ")[2], (p.collector, said)
-        addresses.add(p.decoy_address)
-    assert len(addresses) == len(egress.passes)  # each pass had its own decoy
+        peers = [r["peer"] for r in records if r["event"] == "connect"]
+        # that pass's own decoy, named with that pass: the one part that names the pass holds
+        # its decoy's address and a peer its own decoy recorded. The address alone cannot
+        # tell the parts apart: each pass's network namespace hands out its own ports, and
+        # two passes' decoys have had the same one (a CI run: 127.0.0.1:43325 twice)
+        said = [part for part in parts if part.endswith(f"(pass: {p.collector})")]
+        assert len(said) == 1 and p.decoy_address in said[0], (p.collector, parts)
+        assert peers and any(peer in said[0] for peer in peers), (p.collector, said, peers)
+        decoys.add((listening["address"], listening["mono_ns"]))
+    assert len(decoys) == len(egress.passes)  # each pass had a decoy of its own
 
 
 def _detail(row: str) -> dict[str, str]:
