@@ -159,7 +159,6 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=48)
     parser.add_argument("--raw", type=Path, default=None, help="keep bpftrace's output here")
     parser.add_argument("--json", type=Path, default=None)
-    parser.add_argument("--primer", action="store_true", help="timing_cell.LockPrimer on")
     args = parser.parse_args()
     bpftrace = shutil.which("bpftrace")
     if bpftrace is None:
@@ -179,19 +178,16 @@ def main() -> int:
                 digest = fixture.write_source(source, seed="timing", size=524_288)
                 data = source.read_bytes()
                 closing = timing_cell.Closing()
-                primer = timing_cell.LockPrimer(sandbox.run_group.v2) if args.primer else None
                 try:
                     for _ in range(args.rounds):
                         for name in ("baseline", "candidate"):
                             row = timing_cell.sandboxed_round(
                                 sandbox, name, client, data, digest, Path(tmp), 60.0,
-                                closing, ("first_backup",), primer,
+                                closing, ("first_backup",),
                             )  # fmt: skip
                             if row.get("failed"):
                                 raise SystemExit(f"a round failed its check: {row['failed']}")
                 finally:
-                    if primer is not None:
-                        primer.close()
                     closing.settle()
                     time.sleep(0.5)
                     tracer.send_signal(signal.SIGINT)

@@ -63,7 +63,6 @@ def rounds_of(
     rounds: int,
     scratch: Path,
     later: str = "lean",
-    primer: timing_cell.LockPrimer | None = None,
 ) -> list[dict[str, Any]]:
     source = scratch / "source.bin"
     digest = fixture.write_source(source, seed="timing", size=size)
@@ -80,7 +79,7 @@ def rounds_of(
             rows.append(
                 {
                     name: timing_cell.sandboxed_round(  # the lab's own timing round
-                        sandbox, name, client, data, digest, scratch, 60.0, closing, timed, primer
+                        sandbox, name, client, data, digest, scratch, 60.0, closing, timed
                     )
                     if (timed := INVOCATIONS if index < LEAST else needs.get(name, ()))
                     else {}
@@ -143,19 +142,17 @@ def analyse(rows: list[dict[str, Any]], metric: str) -> dict[str, Any]:
 
 
 def summary(results: list[dict[str, Any]], size: int) -> None:
-    ways = sorted({(r.get("later_rounds", "lean"), r.get("primer", False)) for r in results})
-    for later, primed in ways:
+    for later in sorted({r.get("later_rounds", "lean") for r in results}):
         walls = [
             r
             for r in results
             if r["metric"] == "first_backup_wall"
             and r["size"] == size
-            and (r.get("later_rounds", "lean"), r.get("primer", False)) == (later, primed)
+            and r.get("later_rounds", "lean") == later
         ]
         elapsed = statistics.median(r["elapsed_s"] for r in walls)
         print(
-            f"\n{size} bytes, first backup's wall, later rounds {later}, primer {primed}, "
-            f"{len(walls)} repeats "
+            f"\n{size} bytes, first backup's wall, later rounds {later}, {len(walls)} repeats "
             f"({walls[0]['rounds']} rounds in {elapsed:.1f} s at the median), the rule replayed "
             f"({LEAST} … {CAP} rounds):"
         )
@@ -184,11 +181,10 @@ def one_repeat(
     repeat: int,
     tmp: Path,
     later: str = "lean",
-    primer: timing_cell.LockPrimer | None = None,
 ) -> list[dict[str, Any]]:
     """One repeat's rounds, analysed per metric (and printed)."""
     started = time.monotonic()
-    rows = rounds_of(sandbox, clients, size, rounds, tmp, later, primer)
+    rows = rounds_of(sandbox, clients, size, rounds, tmp, later)
     elapsed = round(time.monotonic() - started, 1)
     failed = sum(1 for r in rows for side in r.values() if side.get("failed"))
     found_all = []
@@ -200,13 +196,11 @@ def one_repeat(
             "elapsed_s": elapsed,
             "failed_rounds": failed,
             "later_rounds": later,
-            "primer": primer is not None,
         }
         found_all.append(found)
         every, rule = found["all_rounds"], found["rule_replayed"]
         print(
-            f"{size:>9} repeat {repeat} {later:4} primer {primer is not None!s:5} {metric:18} "
-            f"corr {found['correlation']:+.2f} "
+            f"{size:>9} repeat {repeat} {later:4} {metric:18} corr {found['correlation']:+.2f} "
             f"spread {found['baseline_spread']:.0%}; "
             + "; ".join(
                 f"{name} {every[name]['ratio']} "
@@ -236,7 +230,6 @@ def main() -> int:
         "as lab evaluate does), everything (full, as it did before), or both, alternated "
         "repeat by repeat",
     )
-    parser.add_argument("--primer", choices=("off", "on", "both"), default="off")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--note", default="", help="what else the machine ran (kept in --json)")
     args = parser.parse_args()
@@ -255,16 +248,9 @@ def main() -> int:
                     later = args.later
                     if later == "both":  # alternated repeat by repeat
                         later = "lean" if repeat % 2 else "full"
-                    primer = None
-                    if args.primer == "on" or (args.primer == "both" and repeat % 2 == 0):
-                        primer = timing_cell.LockPrimer(sandbox.run_group.v2)
-                    try:
-                        results += one_repeat(
-                            sandbox, clients, size, args.rounds, repeat, Path(tmp), later, primer
-                        )
-                    finally:
-                        if primer is not None:
-                            primer.close()
+                    results += one_repeat(
+                        sandbox, clients, size, args.rounds, repeat, Path(tmp), later
+                    )
     finally:
         sandbox.close()
     for size in sizes:

@@ -60,32 +60,6 @@ def round_problem(
     return None
 
 
-class LockPrimer:
-    """PROTOTYPE: a parked process of the lab's, moved between two empty cgroups of the run
-    just before each timed spawn, so that the jail's joins find the kernel's cgroup lock in
-    its fast state."""
-
-    def __init__(self, run_v2: Path) -> None:
-        import subprocess
-
-        self.groups = [run_v2 / "primer-a", run_v2 / "primer-b"]
-        for group in self.groups:
-            group.mkdir(exist_ok=True)
-        self.proc = subprocess.Popen(["sleep", "infinity"])
-        self.side = 0
-
-    def move(self) -> None:
-        (self.groups[self.side] / "cgroup.procs").write_text(str(self.proc.pid))
-        self.side ^= 1
-
-    def close(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
-        for group in self.groups:
-            with contextlib.suppress(OSError):
-                group.rmdir()
-
-
 class Closing:
     """The last round's cell, closed on a thread of its own while the next round's cell
     opens: a cell's removal (three unmounts, its network namespace, its scratch directory:
@@ -127,7 +101,6 @@ def sandboxed_round(
     timeout: float,
     closing: Closing | None = None,
     invocations: tuple[str, ...] = INVOCATIONS,
-    primer: LockPrimer | None = None,
 ) -> dict[str, Any]:
     """The same round, each invocation in the sandbox (its own cgroup, the pass's network
     namespace, the receiver listening inside it). With ``closing``, the last round's cell
@@ -143,7 +116,7 @@ def sandboxed_round(
                 f"untraced-{name}", client=client.resolve(), invocations=1 + len(invocations)
             )
         )
-        _timed_in(cell, Path(tmp), row, (name, invocations), data, digest, timeout, closing, primer)
+        _timed_in(cell, Path(tmp), row, (name, invocations), data, digest, timeout, closing)
     except BaseException:
         cell_and_dir.close()
         raise
@@ -163,7 +136,6 @@ def _timed_in(
     digest: str,
     timeout: float,
     closing: Closing | None,
-    primer: LockPrimer | None = None,
 ) -> None:
     """A round's invocations in its open cell, into ``row``; ``timed``: the client's name
     and which invocations."""
@@ -183,8 +155,6 @@ def _timed_in(
         row["failed"] = _warm_up(cell, state, timeout)
         for index, label in enumerate(invocations, start=2):
             rx.invocation = index
-            if primer is not None:
-                primer.move()
             outcome = cell.run(
                 index,
                 [str(cell.client), "--source", str(cell.source), "--receiver", rx.address],
