@@ -44,7 +44,6 @@ class NetworkNamespace:
             raise SandboxError(f"network namespace name {name!r} is not a lab name (a lab bug).")
         self.name = name
         self.log = log
-        self.exists = False
 
     @property
     def path(self) -> Path:
@@ -67,17 +66,15 @@ class NetworkNamespace:
 
     def create(self) -> None:
         self._ip("netns", "add", self.name, purpose="network namespace for one pass")
-        self.exists = True
         self._ip("-n", self.name, "link", "set", "lo", "up", purpose="loopback up in the namespace")
 
     def delete(self) -> None:
-        # the path too: an `ip netns add` stopped by a signal (SIGTERM stops every process
-        # the lab started) may have made the namespace before it died, so `exists` was
-        # never set; the namespace would otherwise outlive the run (measured in CI)
-        if self.exists or self.path.exists():
+        # whether the namespace exists is read from its path, not from whether the lab heard
+        # `ip netns add` succeed: an add stopped by a signal (SIGTERM stops every process the
+        # lab started) may have made it before it died (measured in CI)
+        if self.path.exists():
             with contextlib.suppress(SandboxError):
                 self._ip("netns", "delete", self.name, purpose="remove the pass's namespace")
-            self.exists = False
 
     @classmethod
     @contextlib.contextmanager
@@ -151,8 +148,6 @@ def sweep_stale(log: procs.CommandLog | None = None) -> list[str]:
         m = _NAME.match(entry.name)
         if m is None or Path(f"/proc/{m.group('pid')}").exists():
             continue
-        ns = NetworkNamespace(entry.name, log=log)
-        ns.exists = True
-        ns.delete()
+        NetworkNamespace(entry.name, log=log).delete()
         removed.append(entry.name)
     return removed
