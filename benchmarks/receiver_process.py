@@ -30,8 +30,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from lab.evaluate import interval  # noqa: E402
+import timing_noise  # noqa: E402
+
 from lab.workloads.backup import fixture  # noqa: E402
 from lab.workloads.backup.receiver import Receiver  # noqa: E402
 
@@ -91,14 +93,8 @@ KINDS: dict[str, Callable[[Path, Path], float]] = {
 
 
 def analyse(walls: list[float]) -> dict[str, Any]:
-    base, cand = walls[0::2], walls[1::2]
-    widths = []
-    for start in range(0, len(base) - WINDOW + 1, WINDOW):
-        b, c = base[start : start + WINDOW], cand[start : start + WINDOW]
-        value = interval.median_round_ratio(b, c)
-        bar = interval.ratio_interval(b, c, seed="receiver-process")
-        if value is not None and bar is not None:
-            widths.append(round(100 * interval.half_width(bar, value), 1))
+    found = timing_noise.window_half_widths(walls[0::2], walls[1::2], "receiver-process", WINDOW)
+    widths = [w for w in found if w is not None]
     deciles = statistics.quantiles(walls, n=10)
     return {
         "walls_ms": [round(w * 1000, 3) for w in walls],

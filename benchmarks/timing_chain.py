@@ -43,8 +43,11 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from lab.evaluate import interval, timing_cell  # noqa: E402
+import timing_noise  # noqa: E402
+
+from lab.evaluate import timing_cell  # noqa: E402
 from lab.sandbox import Sandbox  # noqa: E402
 from lab.workloads.backup import fixture  # noqa: E402
 
@@ -62,6 +65,7 @@ tracepoint:cgroup:cgroup_attach_task {
 
 STEPS = ("nsenter → bwrap", "bwrap's set-up", "join", "capsh … exec", "the client", "whole")
 LEAST = 12
+SEED = "timing-chain"
 
 
 def chains(raw: str) -> list[dict[str, Any]]:
@@ -99,12 +103,6 @@ def chains(raw: str) -> list[dict[str, Any]]:
     return found
 
 
-def half_width(base: list[float], cand: list[float]) -> float | None:
-    value = interval.median_round_ratio(base, cand)
-    bar = interval.ratio_interval(base, cand, seed="timing-chain")
-    return None if value is None or bar is None else round(100 * interval.half_width(bar, value), 1)
-
-
 def analyse(found: list[dict[str, Any]]) -> dict[str, Any]:
     spreads: dict[str, Any] = {}
     for kind in ("true", "client"):
@@ -131,11 +129,8 @@ def analyse(found: list[dict[str, Any]]) -> dict[str, Any]:
     ):
         b, c = [of(x) for x in base[:n]], [of(x) for x in cand[:n]]
         widths[label] = {
-            "windows_of_12": [
-                half_width(b[i : i + LEAST], c[i : i + LEAST])
-                for i in range(0, n - LEAST + 1, LEAST)
-            ],
-            "all_rounds": half_width(b, c),
+            "windows_of_12": timing_noise.window_half_widths(b, c, SEED, LEAST),
+            "all_rounds": timing_noise.half_width_pct(b, c, SEED),
         }
     return {"rounds": n, "steps": spreads, "half_widths_pct": widths}
 

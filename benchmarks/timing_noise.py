@@ -113,6 +113,25 @@ def _bar(base: list[float], cand: list[float], name: str, seed: str) -> dict[str
     }
 
 
+def half_width_pct(base: list[float], cand: list[float], seed: str) -> float | None:
+    """The 95 % half-width, in % of the ratio, of the median of the rounds' cand ÷ base (the
+    lab's own interval, ``lab.evaluate.interval``), to 0.1 %; None without an interval."""
+    value = interval.median_round_ratio(base, cand)
+    bar = interval.ratio_interval(base, cand, seed=seed)
+    return None if value is None or bar is None else round(100 * interval.half_width(bar, value), 1)
+
+
+def window_half_widths(
+    base: list[float], cand: list[float], seed: str, window: int = LEAST
+) -> list[float | None]:
+    """``half_width_pct`` over consecutive windows of ``window`` rounds (a last, shorter one
+    left out): how wide the interval is at the least rounds, window after window."""
+    return [
+        half_width_pct(base[i : i + window], cand[i : i + window], seed)
+        for i in range(0, min(len(base), len(cand)) - window + 1, window)
+    ]
+
+
 def replay_rule(base: list[float], cand: list[float], name: str, seed: str) -> dict[str, Any]:
     """Where lab evaluate's rounds rule would have stopped on these rounds."""
     cap = min(CAP, len(base))
