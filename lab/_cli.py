@@ -206,6 +206,7 @@ def evaluation_request(args: argparse.Namespace) -> EvaluationRequest:
         shard=args.shard,
         run_id=args.run_id,
         jobs=args.jobs,
+        recalibrate=args.recalibrate,
     )
 
 

@@ -207,8 +207,9 @@ def _add_evaluate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     ev.add_argument(
         "--recalibrate",
         action="store_true",
-        help="with --task: judge the task's seeded patches again even when a calibration "
-        "kept in an archive under --out matches every input",
+        help="check again even when a check kept in an archive under --out matches every "
+        "input: with --task, judge the task's seeded patches; else run the instrument check "
+        "(the seeded false-success and unexpected-egress)",
     )
     add_shard(ev, "condition × repetition")
     ev.add_argument(

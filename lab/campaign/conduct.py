@@ -37,7 +37,8 @@ from lab.campaign.shard import CampaignShard, plan_shard
 from lab.campaign.task import CampaignRequest, Task, load_task
 from lab.errors import CampaignError
 from lab.evaluate.candidate import build, prepare
-from lab.evaluate.judge import check_instrument, freeze, frozen_limits, judge_built
+from lab.evaluate.instrument import run_check
+from lab.evaluate.judge import freeze, frozen_limits, judge_built
 from lab.evaluate.verdicts import CALIBRATION_SCENARIOS, failed_clauses
 from lab.evidence.archive import ArchiveInfo
 from lab.evidence.test_result import write_test_results
@@ -145,9 +146,7 @@ class _Campaign:
         )
         (self.run_dir / "campaign").mkdir()
         (self.run_dir / "campaign" / "task.yaml").write_text(self.task.raw)
-        check, cal_results = check_instrument(
-            ev, self.prepared, self.run_dir, calibration, self.say
-        )
+        check, cal_results = run_check(ev, self.prepared, self.run_dir, calibration, self.say)
         if not check.ok:
             raise CampaignError(
                 "the instrument did not catch the seeded defects on this machine with these "

@@ -35,15 +35,10 @@ from lab import __version__, resources
 from lab.errors import UsageError
 from lab.evaluate import floor, timing
 from lab.evaluate.candidate import BUILD_TIMEOUT_S, build, prepare
+from lab.evaluate.instrument import instrument, keep
 from lab.evaluate.request import EvaluationRequest
 from lab.evaluate.shard import EvaluationShard, plan_shard
-from lab.evaluate.verdicts import (
-    CALIBRATION_SCENARIOS,
-    conclude,
-    hung_invocations,
-    hung_reason,
-    instrument_check,
-)
+from lab.evaluate.verdicts import CALIBRATION_SCENARIOS, conclude, hung_invocations, hung_reason
 from lab.evidence.archive import ArchiveInfo
 from lab.host import identity, procs
 from lab.host.clock import epoch_to_rfc3339
@@ -54,7 +49,6 @@ from lab.model.evaluation import (
     EvaluationLimits,
     Fixture,
     FrozenEvaluation,
-    InstrumentCheck,
     Timing,
 )
 from lab.model.timing import TARGET_HALF_WIDTH
@@ -283,6 +277,10 @@ def _evaluate(
     archive = finish(
         result, run_dir, signer=prepared.signer, started_epoch=started_epoch, say=say, drawer=pdf
     )
+    if archive is not None and keep(
+        run_dir.parent, evaluation.instrument_check, archive.path, run_id
+    ):
+        say(f"Instrument check kept for later evaluations under {run_dir.parent}")
     return EvaluationOutcome(
         exit_status=0 if evaluation.status == "pass" else 1,
         evaluation=evaluation,
@@ -308,31 +306,6 @@ def _in_image(request: EvaluationRequest) -> EvaluationOutcome:
     return EvaluationOutcome(exit_status=status, document=document)
 
 
-def check_instrument(
-    request: EvaluationRequest,
-    prepared: Setup,
-    run_dir: Path,
-    calibration: list[scenario.Scenario],
-    say: Callable[[str], None],
-) -> tuple[InstrumentCheck, list[ScenarioResult]]:
-    """Run the seeded ``false-success`` and ``unexpected-egress`` here, with these
-    collectors, and say whether the lab caught them (``lab campaign`` does it once)."""
-    say("Checking the instrument on this machine (false-success, unexpected-egress)…")
-    cal_plan = Plan(
-        scenarios=calibration,
-        passes=prepared.passes,
-        packets=request.packets,
-        size=request.size,
-        client=resources.native_client(),
-        timeout_s=request.timeout_s,
-        unavailable=prepared.skipped,
-        seed="calibration",
-        jobs=prepared.jobs,
-    )
-    cal_results = run_plan(cal_plan, run_dir, prepared, say)
-    return instrument_check(cal_results), cal_results
-
-
 def _judge(
     request: EvaluationRequest,
     record: Evaluation,
@@ -345,7 +318,7 @@ def _judge(
     """Check the instrument, then judge and time the built candidate (a shard: its units,
     timed in shard 1 only); ``record`` (frozen part and candidate) comes back completed."""
     conditions, calibration, part = scenarios
-    check, cal_results = check_instrument(request, prepared, run_dir, calibration, say)
+    check, cal_results = instrument(request, prepared, run_dir, calibration, say)
     if not check.ok:
         why = (
             "the instrument did not catch the seeded defects on this machine with these "

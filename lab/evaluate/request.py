@@ -70,6 +70,9 @@ class EvaluationRequest:
     shard: ShardSpec | None = None
     #: the run id; with ``shard``, the id every shard shares (derived when None)
     run_id: str | None = None
+    #: ``--recalibrate``: run the instrument check even when one kept under ``out`` matches
+    #: every input (``lab.evaluate.instrument``)
+    recalibrate: bool = False
     #: ``--jobs N``: judged passes of one phase at once (None: lab.run.schedule's default);
     #: not part of what is judged, so not in the frozen evaluation
     jobs: int | None = None
@@ -126,4 +129,5 @@ class EvaluationRequest:
             *(["--shard", str(self.shard)] if self.shard is not None else []),
             *(["--run-id", self.run_id] if self.run_id else []),
             *(["--jobs", str(self.jobs)] if self.jobs is not None else []),
+            *(["--recalibrate"] if self.recalibrate else []),
         ]  # fmt: skip

@@ -258,22 +258,35 @@ class CandidateRecord:
 
 @dataclass(frozen=True, kw_only=True)
 class InstrumentCheck:
-    """Whether the lab caught the seeded defects on this machine, with these collectors."""
+    """Whether the lab caught the seeded defects on this machine, with these collectors:
+    checked in this run, or kept in an earlier run's archive under the same key and reused
+    (``lab.evaluate.instrument``)."""
 
     scenarios: tuple[str, ...]
     #: seeded scenario -> clause -> observed outcome (each must be "fail")
     caught: dict[str, dict[str, str]]
     ok: bool
+    #: the digest of everything the check's outcome depends on (None: a record before keys)
+    key: str | None = None
+    #: the key's inputs by name
+    parts: dict[str, Any] = field(default_factory=dict)
+    #: where a reused check came from (its archive, the archive's SHA-256, its run, what
+    #: verified it); None: checked in this run
+    reused_from: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        row: dict[str, Any] = {
             "scenarios": list(self.scenarios),
             "caught": {name: dict(row) for name, row in self.caught.items()},
             "ok": self.ok,
         }
+        if self.key is not None:  # absent: a record made before checks were kept
+            row |= {"key": self.key, "parts": dict(self.parts), "reused_from": self.reused_from}
+        return row
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> InstrumentCheck:
+        reused = data.get("reused_from")
         return cls(
             scenarios=tuple(data["scenarios"]),
             caught={
@@ -281,6 +294,9 @@ class InstrumentCheck:
                 for n, row in data["caught"].items()
             },
             ok=bool(data["ok"]),
+            key=None if data.get("key") is None else str(data["key"]),
+            parts=dict(data.get("parts") or {}),
+            reused_from=None if reused is None else dict(reused),
         )
 
 

@@ -276,6 +276,12 @@ def print_evaluation(evaluation: Evaluation, console: Console) -> None:
             f" ({row.failed} fail, {row.not_observed} not observed,"
             f" {row.not_exercised} of {row.total} not exercised)"
         )
+    check = evaluation.instrument_check
+    if check is not None and check.reused_from is not None:
+        console.print(
+            f"  instrument check: reused from {_t(check.reused_from['archive'])} (not run in "
+            "this evaluation; --recalibrate runs it)"
+        )
     if evaluation.timing_skipped:
         console.print(f"  timing: {_t(evaluation.timing_skipped)}")
     ratio = evaluation.timing.ratio if evaluation.timing is not None else None

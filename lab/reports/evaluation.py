@@ -10,7 +10,7 @@ unnecessary-work diagnostics and the frozen files.
 from __future__ import annotations
 
 from lab.model import CLAUSE_TITLES, CLAUSES
-from lab.model.evaluation import BuildRecord, Evaluation, Timing
+from lab.model.evaluation import BuildRecord, Evaluation, InstrumentCheck, Timing
 from lab.reports.repetitions import clause_counts_cell, repetition_wording
 from lab.reports.table import (
     NOT_OBSERVED,
@@ -29,6 +29,21 @@ EVALUATION_EXIT_STATEMENT = (
     "but never decide it. The seeded scenarios in this report are the instrument check that "
     "ran first; they fail clauses on purpose."
 )
+
+
+def evaluation_exit_statement(evaluation: Evaluation) -> str:
+    """``EVALUATION_EXIT_STATEMENT``, or where the instrument check was reused (no seeded
+    scenario ran in this evaluation) what it says of the check instead."""
+    check = evaluation.instrument_check
+    if check is None or check.reused_from is None:
+        return EVALUATION_EXIT_STATEMENT
+    return EVALUATION_EXIT_STATEMENT.replace(
+        "The seeded scenarios in this report are the instrument check that ran first; they "
+        "fail clauses on purpose.",
+        "No seeded scenario ran in this evaluation: its instrument check is the one kept in "
+        f"{check.reused_from['archive']} under the same key (see 'instrument check reused "
+        "from'); --recalibrate runs it again.",
+    )
 
 
 #: untraced timing metrics of ``lab.evaluate.timing.alternate``, in report order
@@ -103,6 +118,7 @@ def evaluation_identity(evaluation: Evaluation) -> list[tuple[str, str]]:
         )
         verdict = "caught the seeded defects" if check.ok else "did NOT catch the seeded defects"
         rows.append(("instrument check", f"{verdict} ({detail or NOT_RECORDED})"))
+        rows.extend(instrument_source(check))
     contract = evaluation.client_contract
     if contract is not None:
         if contract.honoured:
@@ -121,6 +137,24 @@ def evaluation_identity(evaluation: Evaluation) -> list[tuple[str, str]]:
     for key, value in (("fixture", frozen.fixture.to_dict()), ("limits", frozen.limits.to_dict())):
         rows.append((key, "; ".join(f"{k}: {fmt(value[k])}" for k in sorted(value))))
     return rows
+
+
+def instrument_source(check: InstrumentCheck) -> list[tuple[str, str]]:
+    """Where the instrument check was made: in this run, or reused from the archive of an
+    earlier evaluation under the same key (none for a record made before keys)."""
+    source = check.reused_from
+    if source is not None:
+        return [
+            (
+                "instrument check reused from",
+                f"{source['archive']} (sha256 {source['archive_sha256']}, run "
+                f"{source['run_id']}, {source['verified']}, {source['authenticity']}): not run "
+                f"in this evaluation; the same key {check.key}",
+            )
+        ]
+    if check.key is not None:
+        return [("instrument check key", f"checked in this run; {check.key}")]
+    return []
 
 
 def _build_rows(build: BuildRecord) -> list[tuple[str, str]]:

@@ -140,11 +140,12 @@ def verdict_section(run: RunResult) -> Section:
             )
         )
     if run.evaluation is not None:  # its presenter only where there is one to present
-        from lab.reports.evaluation import EVALUATION_EXIT_STATEMENT, evaluation_headline
+        from lab.reports.evaluation import evaluation_exit_statement, evaluation_headline
 
         headline = evaluation_headline(run.evaluation)
         if headline is not None:
-            blocks += [Text(headline, "strong"), Text(EVALUATION_EXIT_STATEMENT, "box")]
+            exit_statement = evaluation_exit_statement(run.evaluation)
+            blocks += [Text(headline, "strong"), Text(exit_statement, "box")]
     blocks += [
         Text(f"Calibration score: {calibration_statement(run.calibration)}.", "strong"),
         Text(run_status_statement(run)),

@@ -134,15 +134,14 @@ def evaluation_summary(
 
 
 def _evaluation_part(evaluation: Evaluation) -> dict[str, Any]:
-    timing = evaluation.timing
+    timing, check = evaluation.timing, evaluation.instrument_check
     ratio = timing.ratio if timing is not None and timing.ratio else {}
     return {
         "evaluation_id": evaluation.evaluation_id,
         "status": evaluation.status,
         "status_reason": evaluation.status_reason,
-        "instrument_ok": (
-            None if evaluation.instrument_check is None else evaluation.instrument_check.ok
-        ),
+        "instrument_ok": None if check is None else check.ok,
+        "instrument_reused_from": None if check is None else check.reused_from,
         "clauses": {
             clause: {**row.to_dict(), "exercised": row.exercised}
             for clause, row in sorted((evaluation.clauses or {}).items())

@@ -23,34 +23,23 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
-import tarfile
-import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import lab
-from lab.errors import LabError
+from lab.evidence.kept import KEPT_ERRORS, POINTERS, Key, lab_source_digest, open_kept, point
 from lab.evidence.signing import Signer
-from lab.evidence.verify import verify_archive
 from lab.host import procs
 from lab.host.digest import sha256_file
 from lab.workloads.calibrate import Calibration, Seed
 from lab.workloads.judge import manifest, manifest_digest
 from lab.workloads.task import FixtureTask
 
-#: the pointers' directory under ``--out``
-POINTERS = ".calibrations"
-#: the largest results.json read back from an archive
-_MAX_RESULTS = 64 * 1024 * 1024
+__all__ = ["POINTERS", "CalibrationKey", "calibration_key", "find_reusable", "remember"]
 
-
-@dataclass(frozen=True)
-class CalibrationKey:
-    digest: str
-    #: every input by name -> its digest or version text (recorded in results.json)
-    parts: dict[str, Any]
+#: the digest of every input and those inputs (``lab.evidence.kept.Key``)
+CalibrationKey = Key
 
 
 def evaluation_id(task: FixtureTask, limits: dict[str, Any]) -> str:
@@ -64,18 +53,6 @@ def evaluation_id(task: FixtureTask, limits: dict[str, Any]) -> str:
             "limits.json": hashlib.sha256(frozen).hexdigest(),
         }
     )
-
-
-def lab_source_digest() -> str:
-    """Every file of the lab's package (caches and compiled files left out)."""
-    root = Path(lab.__file__).resolve().parent
-    files = {
-        p.relative_to(root).as_posix(): sha256_file(p)
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and not p.is_symlink() and "__pycache__" not in p.parts
-        if p.suffix not in (".pyc", ".pyo")
-    }
-    return manifest_digest(files)
 
 
 def _version(argv: list[str], what: str, log: procs.CommandLog | None) -> str:
@@ -115,12 +92,7 @@ def calibration_key(
         "kernel": f"{platform.system()} {platform.release()} {platform.machine()}",
         "evaluation_id": evaluation_id(task, limits),
     }
-    text = json.dumps(parts, sort_keys=True, separators=(",", ":"))
-    return CalibrationKey(hashlib.sha256(text.encode()).hexdigest(), parts)
-
-
-def _pointer(out: Path, digest: str) -> Path:
-    return out / POINTERS / f"{digest}.json"
+    return Key.of(parts)
 
 
 def remember(out: Path, check: Calibration, archive: Path | None, run_id: str) -> bool:
@@ -128,17 +100,7 @@ def remember(out: Path, check: Calibration, archive: Path | None, run_id: str) -
     for a reused one, an unsigned run or one never calibrated); True when it did."""
     if check.key is None or check.reused_from is not None or not check.ok or archive is None:
         return False
-    pointer = _pointer(out, check.key)
-    pointer.parent.mkdir(mode=0o700, exist_ok=True)
-    record = {
-        "key": check.key,
-        "archive": archive.name,
-        "archive_sha256": sha256_file(archive),
-        "run_id": run_id,
-    }
-    tmp = pointer.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
-    tmp.replace(pointer)
+    point(out, check.key, archive, run_id)
     return True
 
 
@@ -146,63 +108,26 @@ def find_reusable(
     out: Path, key: CalibrationKey, *, signer: Signer | None, say: Callable[[str], None]
 ) -> Calibration | None:
     """The calibration kept in the archive the key points at, or None (and why, said)."""
-    pointer = _pointer(out, key.digest)
-    if not pointer.is_file():
-        return None
     try:
-        found = _reuse(out, pointer, key, signer)
-    except (LabError, OSError, ValueError, KeyError, TypeError, tarfile.TarError) as error:
+        return _reuse(out, key, signer)
+    except KEPT_ERRORS as error:
         say(f"Calibration: not reused ({error}); the seeds are judged again.")
         return None
-    return found
 
 
-def _reuse(out: Path, pointer: Path, key: CalibrationKey, signer: Signer | None) -> Calibration:
-    record = json.loads(pointer.read_text())
-    archive = out / str(record["archive"])
-    if archive.parent != out or archive.is_symlink() or not archive.is_file():
-        raise ValueError(f"the archive {record['archive']} it points at is gone")
-    digest = sha256_file(archive)
-    if digest != record["archive_sha256"]:
-        raise ValueError(f"{archive.name} changed since its calibration was kept")
-    with tempfile.TemporaryDirectory(prefix="lab-calkey-") as tmp:
-        pubkey = None
-        if signer is not None and not signer.is_ephemeral:
-            pubkey = Path(tmp) / "lab.pub"
-            pubkey.write_text(signer.public_key_file())
-        report = verify_archive(archive, pubkey=pubkey)
-    results = _results_of(archive, str(record["run_id"]))
+def _reuse(out: Path, key: CalibrationKey, signer: Signer | None) -> Calibration | None:
+    found = open_kept(out, key.digest, signer=signer, what="calibration")
+    if found is None:
+        return None
+    results, source = found
+    name = source["archive"]
     kept = _kept_calibration(results)
     if kept.get("key") != key.digest or kept.get("parts") != key.parts:
-        raise ValueError(f"{archive.name} holds a calibration under another key")
+        raise ValueError(f"{name} holds a calibration under another key")
     seeds = kept["seeds"]
     if not seeds or not all(row["met"] for row in seeds.values()):
-        raise ValueError(f"{archive.name} holds a calibration that was not met")
-    signing = results.get("signing") or {}
-    return Calibration(
-        seeds=dict(seeds),
-        key=key.digest,
-        parts=dict(key.parts),
-        reused_from={
-            "archive": archive.name,
-            "archive_sha256": digest,
-            "run_id": str(record["run_id"]),
-            "verified": f"{len(report.checks)} checks passed",
-            "signing_key_id": signing.get("key_id"),
-            "authenticity": "key holder" if pubkey is not None else "integrity only",
-        },
-    )
-
-
-def _results_of(archive: Path, run_id: str) -> dict[str, Any]:
-    with tarfile.open(archive, "r:gz") as tar:
-        member = tar.getmember(f"{run_id}/results.json")
-        if not member.isfile() or member.size > _MAX_RESULTS:
-            raise ValueError(f"{archive.name} has no readable results.json")
-        stream = tar.extractfile(member)
-        assert stream is not None
-        data: dict[str, Any] = json.loads(stream.read())
-    return data
+        raise ValueError(f"{name} holds a calibration that was not met")
+    return Calibration(seeds=dict(seeds), key=key.digest, parts=dict(key.parts), reused_from=source)
 
 
 def _kept_calibration(results: dict[str, Any]) -> dict[str, Any]:
