@@ -195,7 +195,11 @@ def one_run(tree: Path, mode: list[str], out: Path) -> tuple[float, Path]:
         time.sleep(5)
     if done.returncode not in (0, 1):
         raise SystemExit(f"lab run in {tree} ended {done.returncode}: {done.stderr[-400:]}")
-    runs = sorted((p for p in out.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime)
+    # (".calibrations/" holds a kept instrument check's pointer, not a run)
+    runs = sorted(
+        (p for p in out.iterdir() if p.is_dir() and not p.name.startswith(".")),
+        key=lambda p: p.stat().st_mtime,
+    )
     if not runs:
         # ended 0 or 1 without a run directory: the lab did not start (a missing module)
         raise SystemExit(f"lab run in {tree} wrote no run under {out}: {done.stderr[-400:]}")

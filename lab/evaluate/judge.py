@@ -6,7 +6,9 @@
    a failed build is a result.
 3. Check the instrument first: the seeded ``false-success`` and ``unexpected-egress`` run on
    the same machine with the same collectors; if the lab does not catch them, it refuses to
-   judge.
+   judge. A check kept by an earlier evaluation under the same ``--out`` and key (the same
+   boot, lab, seeded client, collectors and tools) is reused instead, and said so
+   (:mod:`lab.evaluate.instrument`).
 4. Run the contract conditions N times (fresh state each), judge C1–C6 from independent
    evidence; time the candidate and the baseline untraced, in alternation
    (:mod:`lab.evaluate.timing`). With ``--shard I/N`` only that shard's condition ×

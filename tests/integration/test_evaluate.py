@@ -28,6 +28,12 @@ EXPECTED_FAILURES = {
 }
 
 
+def run_dirs(out: Path) -> list[Path]:
+    """The run directories under ``out`` (``.calibrations/``, where a passed instrument check
+    is kept for the next evaluation, is not one)."""
+    return sorted(p for p in out.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
 def evaluate(tmp_path: Path, *args: str, timing_runs: int = 2) -> tuple[int, dict[str, Any]]:
     out = tmp_path / "artifacts"
     argv = [
@@ -46,7 +52,7 @@ def evaluate(tmp_path: Path, *args: str, timing_runs: int = 2) -> tuple[int, dic
         str(out),
     ]
     code = _cli.main(argv)
-    runs = sorted(p for p in out.iterdir() if p.is_dir())
+    runs = run_dirs(out)
     assert len(runs) == 1
     results = json.loads((runs[0] / "results.json").read_text())
     assert (runs[0] / "evaluation.json").exists()
@@ -121,7 +127,7 @@ def test_patch_that_does_not_compile(tmp_path: Path) -> None:
     evaluation = results["evaluation"]
     assert code == 1 and evaluation["status"] == "build-failed"
     assert evaluation["candidate"]["build"]["exit_status"] != 0
-    run = next(p for p in (tmp_path / "artifacts").iterdir() if p.is_dir())
+    [run] = run_dirs(tmp_path / "artifacts")
     assert "timeout_ms" in (run / "candidate" / "build.err").read_text()
 
 
@@ -140,7 +146,7 @@ def test_a_hanging_candidate_costs_one_limit_per_condition(
     out = tmp_path / "artifacts"
     code = _cli.main(["evaluate", "--binary", str(hostile["hang"]), "--local", "--out", str(out)])
     elapsed = time.monotonic() - started
-    [run] = [p for p in out.iterdir() if p.is_dir()]
+    [run] = run_dirs(out)
     evaluation = json.loads((run / "results.json").read_text())["evaluation"]
     assert code == 1 and evaluation["status"] == "fail"
     assert evaluation["clauses"]["C6"]["fail"] >= 1
