@@ -219,11 +219,14 @@ def calibration_of(name: str, results: dict[str, Any]) -> tuple[int, str]:
     evaluation = results.get("evaluation")
     if not evaluation:
         return int(results["calibration"].get("not_met", 0)), ""
-    ok = bool((evaluation.get("instrument_check") or {}).get("ok"))
+    check = evaluation.get("instrument_check") or {}
+    ok = bool(check.get("ok"))
     status = str(evaluation.get("status"))
     expected = EXPECTED_VERDICT.get(name, status)
     told = f"verdict {status}" + ("" if status == expected else f" (NOT {expected})")
     caught = "instrument check ok" if ok else "instrument check NOT OK"
+    if check.get("reused_from"):  # kept by an earlier evaluation under the same --out
+        caught += f" (reused from {check['reused_from']['archive']})"
     return (not ok) + (status != expected), f"{told}, {caught}"
 
 
