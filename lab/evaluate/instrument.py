@@ -16,9 +16,10 @@ which observers the probes found working. All of them are the check's key
 (``lab.evidence.kept``); an evaluation reuses a check only under the same key, on the same
 boot, from an archive that still verifies, and says so in its record and its reports
 (``instrument_check.reused_from``). What the reuse trades: the check is as old as the
-archive it came from, within one boot; a tool that broke since still fails the candidate's
-own passes of that observer, which record it as missing, never as a zero. A check that
-failed is never kept, and ``--recalibrate`` checks again.
+archive it came from, within one boot. An observer that stopped working since (a setting
+changed by hand) would have failed a fresh check and refused the evaluation; with a reused
+one the evaluation goes on and the candidate's passes record that observer as missing,
+never as a zero. A check that failed is never kept, and ``--recalibrate`` checks again.
 """
 
 from __future__ import annotations

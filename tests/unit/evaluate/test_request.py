@@ -43,11 +43,18 @@ def test_frozen_and_keyword_only() -> None:
         EvaluationRequest("patch", Path("a.patch"))  # type: ignore[misc]
 
 
-def test_argv_round_trips_through_the_parser() -> None:
+@pytest.mark.parametrize("recalibrate", [False, True])
+def test_argv_round_trips_through_the_parser(recalibrate: bool) -> None:
     request = EvaluationRequest(
-        kind="source-dir", path=Path("/src"), repetitions=2, timing_runs=4, packets="off"
+        kind="source-dir",
+        path=Path("/src"),
+        repetitions=2,
+        timing_runs=4,
+        packets="off",
+        recalibrate=recalibrate,
     )
     argv = request.argv(candidate="/lab/candidate/src", out="/lab/artifacts")
+    assert ("--recalibrate" in argv) is recalibrate  # the image's evaluation checks again too
     again = evaluation_request(build_parser().parse_args(argv))
     assert again == dataclasses.replace(
         request, path=Path("/lab/candidate/src"), out=Path("/lab/artifacts")
