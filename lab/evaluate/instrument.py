@@ -57,6 +57,8 @@ MACHINE_FACTS = (
     "ibs_op",
     "tool_versions",
 )
+#: the key's boot id when /proc names none: a check is then neither kept nor reused
+UNKNOWN_BOOT = "unknown"
 
 
 def check_key(request: EvaluationRequest, prepared: Setup, calibration: list[Scenario]) -> Key:
@@ -65,7 +67,7 @@ def check_key(request: EvaluationRequest, prepared: Setup, calibration: list[Sce
     try:
         boot = BOOT_ID.read_text().strip()
     except OSError:
-        boot = "unknown"  # never equal to a real boot id: see find_kept
+        boot = UNKNOWN_BOOT
     parts: dict[str, Any] = {
         "lab_source": lab_source_digest(),
         "lab_version": lab.__version__,
@@ -141,7 +143,7 @@ def find_kept(
 ) -> InstrumentCheck | None:
     """The check kept in the archive ``key`` points at under ``out``, or None (and why,
     said, when a pointer was there but could not be taken)."""
-    if key.parts.get("boot_id") == "unknown":
+    if key.parts.get("boot_id") == UNKNOWN_BOOT:
         return None  # no boot to tie a kept check to
     try:
         found = open_kept(out, key.digest, signer=signer, what="instrument check")
@@ -166,7 +168,7 @@ def keep(out: Path, check: InstrumentCheck | None, archive: Path | None, run_id:
     unsigned run); True when it did."""
     if check is None or check.key is None or check.reused_from is not None:
         return False
-    if not check.ok or archive is None or check.parts.get("boot_id") == "unknown":
+    if not check.ok or archive is None or check.parts.get("boot_id") == UNKNOWN_BOOT:
         return False
     point(out, check.key, archive, run_id)
     return True

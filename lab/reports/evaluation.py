@@ -23,26 +23,28 @@ from lab.reports.table import (
     sentence,
 )
 
-EVALUATION_EXIT_STATEMENT = (
+#: what decides an evaluation's exit status
+EVALUATION_EXIT_RULE = (
     "For this candidate evaluation, the exit status is 0 only if every contract clause "
     "passed in every repetition of every condition; intermediate errors are kept as evidence "
-    "but never decide it. The seeded scenarios in this report are the instrument check that "
-    "ran first; they fail clauses on purpose."
+    "but never decide it."
+)
+EVALUATION_EXIT_STATEMENT = (
+    f"{EVALUATION_EXIT_RULE} The seeded scenarios in this report are the instrument check "
+    "that ran first; they fail clauses on purpose."
 )
 
 
 def evaluation_exit_statement(evaluation: Evaluation) -> str:
     """``EVALUATION_EXIT_STATEMENT``, or where the instrument check was reused (no seeded
-    scenario ran in this evaluation) what it says of the check instead."""
+    scenario ran in this evaluation) the exit rule and where the check came from."""
     check = evaluation.instrument_check
     if check is None or check.reused_from is None:
         return EVALUATION_EXIT_STATEMENT
-    return EVALUATION_EXIT_STATEMENT.replace(
-        "The seeded scenarios in this report are the instrument check that ran first; they "
-        "fail clauses on purpose.",
-        "No seeded scenario ran in this evaluation: its instrument check is the one kept in "
-        f"{check.reused_from['archive']} under the same key (see 'instrument check reused "
-        "from'); --recalibrate runs it again.",
+    return (
+        f"{EVALUATION_EXIT_RULE} No seeded scenario ran in this evaluation: its instrument "
+        f"check is the one kept in {check.reused_from['archive']} under the same key (see "
+        "'instrument check reused from'); --recalibrate runs it again."
     )
 
 

@@ -15,6 +15,7 @@ import pytest
 from lab import _cli
 from lab.collectors.strace import StraceCollector
 from tests.conftest import require
+from tests.integration.test_evaluate import run_dirs
 
 
 @pytest.fixture(autouse=True)
@@ -25,13 +26,13 @@ def _needs(client: Path, sandbox_ready: None) -> None:
 
 def evaluate(out: Path, client: Path, *extra: str) -> tuple[Path, dict[str, Any]]:
     """One evaluation of the seeded client as the candidate; its run directory and record."""
-    before = set(out.iterdir()) if out.exists() else set()
+    before = set(run_dirs(out)) if out.exists() else set()
     code = _cli.main(
         ["evaluate", "--binary", str(client), "--local", "--repetitions", "1",
          "--timing-runs", "2", "--timing-max-runs", "2", "--collector", "strace",
          "--packets", "off", "--out", str(out), *extra]
     )  # fmt: skip
-    [run_dir] = [p for p in set(out.iterdir()) - before if p.is_dir() and p.name[0] != "."]
+    [run_dir] = set(run_dirs(out)) - before
     results = json.loads((run_dir / "results.json").read_text())
     assert code == 0 and results["evaluation"]["status"] == "pass"
     return run_dir, results

@@ -142,7 +142,7 @@ def test_only_a_check_run_here_that_caught_both_is_kept(tmp_path: Path, why: str
         "reused": replace(fresh(k), reused_from={"archive": "b.tar.gz"}),
         "unkeyed": replace(fresh(k), key=None),
         "unsigned": fresh(k),
-        "no boot": replace(fresh(k), parts={**k.parts, "boot_id": "unknown"}),
+        "no boot": replace(fresh(k), parts={**k.parts, "boot_id": instrument.UNKNOWN_BOOT}),
     }[why]
     assert not instrument.keep(tmp_path, check, None if why == "unsigned" else archive, "a")
     assert not (tmp_path / POINTERS).exists()
