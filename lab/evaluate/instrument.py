@@ -4,7 +4,8 @@ catch them (C1 and C6, and C3, fail) before it judges a candidate. Checked in th
 kept in the signed archive of an earlier evaluation under the same ``--out`` and reused.
 
     key = check_key(request, prepared, calibration)
-    check, results = instrument(request, prepared, run_dir, calibration, say=print)
+    lookup = Lookup(request, prepared, out, calibration)  # on a thread, beside the build
+    check, results = instrument(request, prepared, run_dir, calibration, say=print, lookup=lookup)
     check.reused_from        # None: checked in this run (results: its two scenarios)
     keep(run_dir.parent, check, archive_path, run_id)   # after the archive is sealed
 
@@ -37,6 +38,7 @@ from lab.evaluate.verdicts import instrument_check
 from lab.evidence.kept import KEPT_ERRORS, Key, lab_source_digest, open_kept, point
 from lab.evidence.signing import Signer
 from lab.host.digest import sha256_file
+from lab.host.live import Beside
 from lab.host.probecache import BOOT_ID
 from lab.model import ScenarioResult
 from lab.model.evaluation import InstrumentCheck
@@ -113,27 +115,73 @@ def run_check(
     return instrument_check(cal_results), cal_results
 
 
+class Lookup:
+    """The check's key and the kept check it names, looked up on a thread of its own from
+    the moment it is made (``lab evaluate`` makes it before the candidate's build, which is
+    mostly waiting on ``make``: the key waits on the machine's facts, and verifying the kept
+    archive takes about 0.2 s). What the lookup would have said is said when it is taken,
+    in order, on the caller's thread.
+
+        lookup = Lookup(request, prepared, out, calibration)
+        ...                                            # the candidate is built
+        key, found, said = lookup.take()
+    """
+
+    def __init__(
+        self,
+        request: EvaluationRequest,
+        prepared: Setup,
+        out: Path,
+        calibration: list[Scenario],
+    ) -> None:
+        self.key: Key | None = None
+        self.found: InstrumentCheck | None = None
+        self.said: list[str] = []
+        self._args = (request, prepared, out, calibration)
+        self._beside = Beside(self._look, name="instrument check lookup")
+
+    def _look(self) -> None:
+        request, prepared, out, calibration = self._args
+        self.key = check_key(request, prepared, calibration)
+        if not request.recalibrate:
+            self.found = find_kept(out, self.key, signer=prepared.signer, say=self.said.append)
+
+    def take(self) -> tuple[Key, InstrumentCheck | None, list[str]]:
+        """The key, the kept check (None: none to reuse), and what the lookup said; raises
+        what the lookup raised."""
+        self._beside.join()
+        assert self.key is not None  # set before anything else could fail silently
+        return self.key, self.found, self.said
+
+    def abandon(self) -> None:
+        """Wait for a lookup that is not taken (the candidate did not build)."""
+        self._beside.join(raise_error=False)
+
+
 def instrument(
     request: EvaluationRequest,
     prepared: Setup,
     run_dir: Path,
     calibration: list[Scenario],
     say: Callable[[str], None],
+    lookup: Lookup | None = None,
 ) -> tuple[InstrumentCheck, list[ScenarioResult]]:
     """The check kept under this evaluation's key in ``--out`` (no scenario run here), or,
     without one or with ``--recalibrate``, a check run now (its two scenarios' results),
-    recorded with its key."""
-    key = check_key(request, prepared, calibration)
-    if not request.recalibrate:
-        found = find_kept(run_dir.parent, key, signer=prepared.signer, say=say)
-        if found is not None and found.reused_from is not None:
-            source = found.reused_from
-            say(
-                f"Instrument check: {'caught' if found.ok else 'missed'} the seeded defects, "
-                f"reused from {source['archive']} (sha256 {source['archive_sha256']}, key "
-                f"{key.digest}); --recalibrate checks again"
-            )
-            return found, []
+    recorded with its key. ``lookup``: the key and kept check already being looked up."""
+    if lookup is None:
+        lookup = Lookup(request, prepared, run_dir.parent, calibration)
+    key, found, said = lookup.take()
+    for line in said:
+        say(line)
+    if found is not None and found.reused_from is not None:
+        source = found.reused_from
+        say(
+            f"Instrument check: {'caught' if found.ok else 'missed'} the seeded defects, "
+            f"reused from {source['archive']} (sha256 {source['archive_sha256']}, key "
+            f"{key.digest}); --recalibrate checks again"
+        )
+        return found, []
     check, results = run_check(request, prepared, run_dir, calibration, say)
     return replace(check, key=key.digest, parts=dict(key.parts)), results
 

@@ -37,7 +37,7 @@ from lab import __version__, resources
 from lab.errors import UsageError
 from lab.evaluate import floor, timing
 from lab.evaluate.candidate import BUILD_TIMEOUT_S, build, prepare
-from lab.evaluate.instrument import instrument, keep
+from lab.evaluate.instrument import Lookup, instrument, keep
 from lab.evaluate.request import EvaluationRequest
 from lab.evaluate.shard import EvaluationShard, plan_shard
 from lab.evaluate.verdicts import CALIBRATION_SCENARIOS, conclude, hung_invocations, hung_reason
@@ -235,15 +235,22 @@ def _evaluate(
     elif kind == "source-dir":
         shutil.copytree(given, cand_dir / "source", ignore=shutil.ignore_patterns(".git", "*.o"))
 
+    # the instrument check's key and kept check are looked up while the candidate builds
+    lookup = Lookup(request, prepared, run_dir.parent, calibration)
     with tempfile.TemporaryDirectory(prefix="lab-candidate-") as tmp:
-        candidate = prepare(kind, given, Path(tmp), log)
-        for name in ("patch.log", "patch.err"):
-            if (Path(tmp) / name).exists():
-                shutil.copyfile(Path(tmp) / name, cand_dir / name)
-        build(candidate, log, cand_dir)
+        try:
+            candidate = prepare(kind, given, Path(tmp), log)
+            for name in ("patch.log", "patch.err"):
+                if (Path(tmp) / name).exists():
+                    shutil.copyfile(Path(tmp) / name, cand_dir / name)
+            build(candidate, log, cand_dir)
+        except BaseException:
+            lookup.abandon()
+            raise
         say(f"Candidate ({kind}): {candidate.build.status}")
         scenario_results: list[ScenarioResult] = []
         if candidate.binary is None:
+            lookup.abandon()
             evaluation = Evaluation(
                 frozen=frozen,
                 candidate=candidate.describe(),
@@ -263,6 +270,7 @@ def _evaluate(
                 run_dir,
                 (conditions, calibration, part),
                 say,
+                lookup,
             )
     result: RunResult = make_result(
         run_id=run_id,
@@ -316,11 +324,13 @@ def _judge(
     run_dir: Path,
     scenarios: tuple[list[scenario.Scenario], list[scenario.Scenario], EvaluationShard | None],
     say: Callable[[str], None],
+    lookup: Lookup,
 ) -> tuple[Evaluation, list[ScenarioResult]]:
-    """Check the instrument, then judge and time the built candidate (a shard: its units,
-    timed in shard 1 only); ``record`` (frozen part and candidate) comes back completed."""
+    """Check the instrument (its key and kept check from ``lookup``), then judge and time
+    the built candidate (a shard: its units, timed in shard 1 only); ``record`` (frozen
+    part and candidate) comes back completed."""
     conditions, calibration, part = scenarios
-    check, cal_results = instrument(request, prepared, run_dir, calibration, say)
+    check, cal_results = instrument(request, prepared, run_dir, calibration, say, lookup)
     if not check.ok:
         why = (
             "the instrument did not catch the seeded defects on this machine with these "

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,15 +30,15 @@ from typing import Any
 import lab
 from lab.errors import LabError
 from lab.evidence.signing import Signer
-from lab.evidence.verify import verify_archive
+from lab.evidence.verify import verify_reading
 from lab.host.digest import sha256_file
 
 #: the pointers' directory under ``--out``
 POINTERS = ".calibrations"
-#: the largest results.json read back from an archive
-_MAX_RESULTS = 64 * 1024 * 1024
+#: the member a kept record is read from (at most ``Limits.max_read_size``)
+RESULTS = "results.json"
 #: what ``open_kept`` raises when a kept check cannot be taken
-KEPT_ERRORS = (LabError, OSError, ValueError, KeyError, TypeError, tarfile.TarError)
+KEPT_ERRORS = (LabError, OSError, ValueError, KeyError, TypeError)
 
 
 @dataclass(frozen=True)
@@ -112,9 +111,16 @@ def open_kept(
         if signer is not None and not signer.is_ephemeral:
             pubkey = Path(tmp) / "lab.pub"
             pubkey.write_text(signer.public_key_file())
-        report = verify_archive(archive, pubkey=pubkey)
+        # results.json is taken from the pass that verified it: the bytes the checks hashed
+        report, read = verify_reading(archive, (RESULTS,), pubkey=pubkey)
     run_id = str(record["run_id"])
-    results = _results_of(archive, run_id)
+    if report.run_id != run_id:
+        raise ValueError(f"{archive.name} holds run {report.run_id}, not {run_id}")
+    if RESULTS not in read:
+        raise ValueError(f"{archive.name} has no readable {RESULTS}")
+    results = json.loads(read[RESULTS])
+    if not isinstance(results, dict):
+        raise ValueError(f"{archive.name}'s {RESULTS} is not a JSON object")
     signing = results.get("signing") or {}
     source = {
         "archive": archive.name,
@@ -125,14 +131,3 @@ def open_kept(
         "authenticity": "key holder" if pubkey is not None else "integrity only",
     }
     return results, source
-
-
-def _results_of(archive: Path, run_id: str) -> dict[str, Any]:
-    with tarfile.open(archive, "r:gz") as tar:
-        member = tar.getmember(f"{run_id}/results.json")
-        if not member.isfile() or member.size > _MAX_RESULTS:
-            raise ValueError(f"{archive.name} has no readable results.json")
-        stream = tar.extractfile(member)
-        assert stream is not None
-        data: dict[str, Any] = json.loads(stream.read())
-    return data

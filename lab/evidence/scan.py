@@ -5,9 +5,12 @@ checked against :class:`Limits` before its data is read, nothing written to disk
     scan.read_error or scan.limit_error     # why reading stopped, or None
     [(m.name, m.kind, m.digest) for m in scan.members]
     scan.metadata["SHA256SUMS"]             # the signing files, kept in memory
+    scan_archive(path, Limits(), read={"results.json"}).read["results.json"]  # asked for
 
 A hostile archive can neither write to disk nor exhaust memory: the decompressed stream is
-capped, members are hashed in chunks, and only the small signing files are kept.
+capped, members are hashed in chunks, and only the small signing files are kept (and a
+member a caller asks for by name, within ``max_read_size``: the very bytes hashed, so that a
+caller that trusts them once verification passes never reads the archive a second time).
 
     scan = scan_directory(Path("run-1"), Limits())   # an unpacked run directory, in place
 
@@ -58,6 +61,9 @@ class Limits:
     #: all member names together, and all kept signing files together (the memory budget)
     max_names_total: int = 16 * MiB
     max_metadata_total: int = 48 * MiB
+    #: a member a caller asks ``scan_archive`` to read (a kept check's results.json): a larger
+    #: one is hashed and checked, and not read
+    max_read_size: int = 64 * MiB
 
 
 class _CappedReader:
@@ -139,6 +145,8 @@ class Member:
 class Scan:
     members: list[Member] = field(default_factory=list)
     metadata: dict[str, bytes] = field(default_factory=dict)
+    #: the members asked for by ``scan_archive(read=…)``, by their name under the top directory
+    read: dict[str, bytes] = field(default_factory=dict)
     #: bytes of member names and of kept signing files so far (the memory budget)
     names_total: int = 0
     metadata_total: int = 0
@@ -184,7 +192,8 @@ def _describe_read_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def scan_archive(path: Path, limits: Limits) -> Scan:
+def scan_archive(path: Path, limits: Limits, read: frozenset[str] = frozenset()) -> Scan:
+    """The archive's record; ``read``: names under its top directory whose bytes to keep."""
     scan = Scan()
     if not path.is_file():
         scan.read_error = "the file does not exist" if not path.exists() else "not a file"
@@ -200,7 +209,7 @@ def scan_archive(path: Path, limits: Limits) -> Scan:
                 fileobj=reader, mode="r|", tarinfo=_bounded_tarinfo(limits)
             ) as tar:
                 for info in tar:
-                    if not _scan_member(tar, info, scan, limits):
+                    if not _scan_member(tar, info, scan, limits, read):
                         return scan
             # The rest of the stream must be tar padding; reading it to the end also makes
             # gzip check its CRC and length, which catches a cut inside the padding.
@@ -219,7 +228,9 @@ def scan_archive(path: Path, limits: Limits) -> Scan:
     return scan
 
 
-def _scan_member(tar: tarfile.TarFile, info: tarfile.TarInfo, scan: Scan, limits: Limits) -> bool:
+def _scan_member(
+    tar: tarfile.TarFile, info: tarfile.TarInfo, scan: Scan, limits: Limits, read: frozenset[str]
+) -> bool:
     """Record one member; False stops the scan (a limit was exceeded)."""
     if not _name_within_limits(info.name, scan, limits):
         return False
@@ -245,13 +256,18 @@ def _scan_member(tar: tarfile.TarFile, info: tarfile.TarInfo, scan: Scan, limits
     data = tar.extractfile(info)
     if data is None:  # pragma: no cover - regular files always have data
         return True
+    asked = info.name.partition("/")[2]
+    asked = asked if asked in read and asked not in scan.read else ""
+    asked = asked if info.size <= limits.max_read_size else ""
     digest = hashlib.sha256()
     kept: list[bytes] = []
     while chunk := data.read(CHUNK):
         digest.update(chunk)
-        if keep is not None:
+        if keep is not None or asked:
             kept.append(chunk)
     member.digest = digest.hexdigest()
+    if asked:
+        scan.read[asked] = b"".join(kept)
     if keep is not None and keep not in scan.metadata:  # a duplicate is refused by name
         scan.metadata_total += info.size
         if scan.metadata_total > limits.max_metadata_total:

@@ -170,3 +170,53 @@ def test_the_exit_statement_names_the_seeded_scenarios_only_where_they_ran() -> 
     text = evaluation_exit_statement(SimpleNamespace(instrument_check=reused))  # type: ignore[arg-type]
     assert "seeded scenarios in this report" not in text
     assert "No seeded scenario ran in this evaluation" in text and "eval-1.tar.gz" in text
+
+
+def test_a_pointer_naming_another_run_than_its_archive_holds_is_refused(tmp_path: Path) -> None:
+    k, signer, said = key(), Signer.ephemeral(), []  # type: list[str]
+    check = fresh(k)
+    archive = sealed(tmp_path, check, signer, run_id="eval-1")
+    instrument.keep(tmp_path, check, archive, "eval-2")
+    assert instrument.find_kept(tmp_path, k, signer=signer, say=said.append) is None
+    assert "holds run eval-1, not eval-2" in said[-1]
+
+
+def test_the_lookup_runs_beside_and_its_sentences_are_said_when_it_is_taken(
+    tmp_path: Path,
+) -> None:
+    signer, said = Signer.ephemeral(), []  # type: list[str]
+    request = EvaluationRequest(kind="binary", path=Path("c"))
+    setup = prepared(signer=signer)
+    k = instrument.check_key(request, setup, calibration())
+    check = fresh(k)
+    archive = sealed(tmp_path, check, signer)
+    instrument.keep(tmp_path, check, archive, "eval-1")
+    run_dir = tmp_path / "eval-2"
+    lookup = instrument.Lookup(request, setup, tmp_path, calibration())
+    found, results = instrument.instrument(
+        request, setup, run_dir, calibration(), said.append, lookup
+    )
+    assert results == [] and found.reused_from is not None and found.key == k.digest
+    assert len(said) == 1 and said[0].startswith("Instrument check: caught the seeded defects")
+    # a refused pointer is said on the caller's thread, before the check would run again
+    archive.write_bytes(archive.read_bytes() + b"\0")
+    key_, kept, lines = instrument.Lookup(request, setup, tmp_path, calibration()).take()
+    assert key_.digest == k.digest and kept is None
+    assert len(lines) == 1 and "changed since its instrument check was kept" in lines[0]
+    # --recalibrate looks nothing up: the key alone
+    again = replace(request, recalibrate=True)
+    assert instrument.Lookup(again, setup, tmp_path, calibration()).take()[1:] == (None, [])
+
+
+def test_a_lookup_that_failed_raises_when_taken_and_not_when_abandoned(tmp_path: Path) -> None:
+    class NoFacts:
+        passes, skipped, observers, signer = ["none"], {}, {}, None
+
+        @property
+        def facts(self) -> dict[str, Any]:
+            raise OSError("the facts could not be read")
+
+    request = EvaluationRequest(kind="binary", path=Path("c"))
+    with pytest.raises(OSError, match="facts could not be read"):
+        instrument.Lookup(request, NoFacts(), tmp_path, calibration()).take()  # type: ignore[arg-type]
+    instrument.Lookup(request, NoFacts(), tmp_path, calibration()).abandon()  # type: ignore[arg-type]
