@@ -137,14 +137,13 @@ class Lookup:
         self.key: Key | None = None
         self.found: InstrumentCheck | None = None
         self.said: list[str] = []
-        self._args = (request, prepared, out, calibration)
-        self._beside = Beside(self._look, name="instrument check lookup")
 
-    def _look(self) -> None:
-        request, prepared, out, calibration = self._args
-        self.key = check_key(request, prepared, calibration)
-        if not request.recalibrate:
-            self.found = find_kept(out, self.key, signer=prepared.signer, say=self.said.append)
+        def look() -> None:
+            self.key = check_key(request, prepared, calibration)
+            if not request.recalibrate:
+                self.found = find_kept(out, self.key, signer=prepared.signer, say=self.said.append)
+
+        self._beside = Beside(look, name="instrument check lookup")
 
     def take(self) -> tuple[Key, InstrumentCheck | None, list[str]]:
         """The key, the kept check (None: none to reuse), and what the lookup said; raises

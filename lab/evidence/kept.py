@@ -31,7 +31,7 @@ import lab
 from lab.errors import LabError
 from lab.evidence.signing import Signer
 from lab.evidence.verify import verify_reading
-from lab.host.digest import sha256_file
+from lab.host.digest import manifest_digest, sha256_file
 
 #: the pointers' directory under ``--out``
 POINTERS = ".calibrations"
@@ -64,9 +64,7 @@ def lab_source_digest() -> str:
         if p.is_file() and not p.is_symlink() and "__pycache__" not in p.parts
         if p.suffix not in (".pyc", ".pyo")
     }
-    # the same text as lab.workloads.judge.manifest_digest: "<sha256>  <path>\n", sorted
-    text = "".join(f"{digest}  {rel}\n" for rel, digest in sorted(files.items()))
-    return hashlib.sha256(text.encode()).hexdigest()
+    return manifest_digest(files)
 
 
 def pointer_path(out: Path, digest: str) -> Path:

@@ -31,9 +31,9 @@ import lab
 from lab.evidence.kept import KEPT_ERRORS, POINTERS, Key, lab_source_digest, open_kept, point
 from lab.evidence.signing import Signer
 from lab.host import procs
-from lab.host.digest import sha256_file
+from lab.host.digest import manifest_digest, sha256_file
 from lab.workloads.calibrate import Calibration, Seed
-from lab.workloads.judge import manifest, manifest_digest
+from lab.workloads.judge import manifest
 from lab.workloads.task import FixtureTask
 
 __all__ = ["POINTERS", "CalibrationKey", "calibration_key", "find_reusable", "remember"]

@@ -13,7 +13,6 @@ oracle's verdict; a sandbox or oracle failure is ``not-observed``, never a pass.
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import shutil
 from collections.abc import Callable
@@ -24,7 +23,7 @@ from typing import Any
 from lab import workloads
 from lab.errors import LabError, TaskError
 from lab.host import procs
-from lab.host.digest import sha256_file
+from lab.host.digest import manifest_digest, sha256_file
 from lab.model.task import CandidateInfo, RepetitionJudgement, TaskEvaluation, Verdict
 from lab.workloads.task import FixtureTask
 from lab.workloads.verify import CommandResult, Verifier
@@ -109,11 +108,6 @@ def prepare(
         problem=problem,
     )
     return Prepared(tree=tree, as_given=dest / "as-given", info=info)
-
-
-def manifest_digest(files: dict[str, str]) -> str:
-    text = "".join(f"{digest}  {rel}\n" for rel, digest in sorted(files.items()))
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _apply(patch: Path, tree: Path, dest: Path, log: procs.CommandLog | None) -> str | None:
