@@ -9,10 +9,12 @@ becomes a failure, so a green CI means the capability really ran.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -35,6 +37,16 @@ def require(capability: str, available: bool, reason: str | None) -> None:
     if capability in _required():
         pytest.fail(f"{message} (required by LAB_REQUIRE_*)", pytrace=False)
     pytest.skip(message)
+
+
+def benchmark(name: str) -> ModuleType:
+    """``benchmarks/<name>.py`` loaded as a module (the benchmarks are scripts, not a
+    package)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture

@@ -4,21 +4,9 @@ head side's median meets a goal, misses it (said loudly), or was not measured (n
 
 from __future__ import annotations
 
-import importlib.util
-from types import ModuleType
 from typing import Any
 
-from tests.conftest import ROOT
-
-
-def _module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "time_to_evidence", ROOT / "benchmarks" / "time_to_evidence.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.conftest import benchmark
 
 
 def _side(median: float | None) -> dict[str, Any]:
@@ -28,7 +16,7 @@ def _side(median: float | None) -> dict[str, Any]:
 
 
 def test_the_table_says_which_goal_is_met_missed_or_not_measured() -> None:
-    tte = _module()
+    tte = benchmark("time_to_evidence")
     table = {
         "base": "a54d0ed",
         "head": "fe894bd",
@@ -64,7 +52,7 @@ def test_the_table_says_which_goal_is_met_missed_or_not_measured() -> None:
 
 
 def test_an_evaluation_is_calibrated_by_its_instrument_check_and_its_verdict() -> None:
-    tte = _module()
+    tte = benchmark("time_to_evidence")
     run = {"calibration": {"not_met": 2}}
     assert tte.calibration_of("untraced run --all", run) == (2, "")
 
