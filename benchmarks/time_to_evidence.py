@@ -34,6 +34,10 @@ evaluation: its instrument check not ok, or its candidate's verdict not the mode
 
 Alternating the checkouts round by round keeps slow drifts of the machine (page cache,
 thermal, a neighbour) from landing on one side only. Run it on an otherwise idle machine.
+Before every run, a probe times ``openssl dgst -sha256`` of a 64 MiB file from the page
+cache (about 60 ms here, process start included): the same work every time, so a round
+whose probe is slow ran while the machine was slow (a neighbour on the host takes cores the
+guest cannot see go). Each mode's probes are in the table beside its walls.
 """
 
 from __future__ import annotations
@@ -175,6 +179,25 @@ def half_width_pct(results: dict[str, Any]) -> float | None:
     return round((bar[1] - bar[0]) / 2 / ratio * 100, 2)
 
 
+#: the probe's file size: openssl hashes it from the page cache in about 60 ms here
+PROBE_MIB = 64
+
+
+def probe_file(directory: Path) -> Path:
+    """The file the machine probe hashes (written once, then read from the page cache)."""
+    path = directory / "probe.bin"
+    path.write_bytes(bytes(range(256)) * (PROBE_MIB * 4096))
+    return path
+
+
+def machine_probe(path: Path) -> float:
+    """Milliseconds ``openssl dgst -sha256`` takes over ``path``: the same work every time
+    (openssl's SHA-256 uses the CPU's SHA extensions, as ``openssl speed`` does)."""
+    started = time.perf_counter()
+    subprocess.run(["openssl", "dgst", "-sha256", str(path)], check=True, capture_output=True)
+    return (time.perf_counter() - started) * 1000.0
+
+
 def one_run(tree: Path, mode: list[str], out: Path) -> tuple[float, Path]:
     """Wall seconds of one whole ``lab run --all`` in ``tree``, and its run directory."""
     out.mkdir(parents=True, exist_ok=True)
@@ -290,6 +313,7 @@ def main() -> int:
         }
         try:
             wanted = {w.strip() for w in args.modes.split(",")}
+            probe = probe_file(Path(tmp))
             hang = (
                 str(hanging_client(trees["head"], Path(tmp) / "hang"))
                 if "hanging" in wanted
@@ -304,14 +328,17 @@ def main() -> int:
                 walls: dict[str, list[float]] = {"base": [], "head": []}
                 added: dict[str, list[float]] = {"base": [], "head": []}
                 uncalibrated: dict[str, int] = {"base": 0, "head": 0}
+                probed: dict[str, list[float]] = {"base": [], "head": []}
                 for round_ in range(args.warmup + args.rounds):
                     for side, tree in trees.items():
                         out = Path(tmp) / "out" / side
+                        probe_ms = machine_probe(probe)
                         wall, run_dir = one_run(tree, [*mode, *extra[side]], out)
                         results = json.loads((run_dir / "results.json").read_text())
                         not_met, verdict = calibration_of(name, results)
                         print(
                             f"  {name:20} {side:4} round {round_ + 1}: {wall:.2f} s"
+                            + f" (probe {probe_ms:.0f} ms)"
                             + (f", {verdict}" if verdict else "")
                             + (
                                 f", {not_met} expectation(s) NOT MET"
@@ -323,6 +350,7 @@ def main() -> int:
                         if round_ < args.warmup:
                             continue
                         walls[side].append(wall)
+                        probed[side].append(probe_ms)
                         uncalibrated[side] += bool(not_met)
                         added[side].extend(bpftrace_added_ms(results))
                         width = half_width_pct(results) if name == "evaluate correct" else None
@@ -336,6 +364,9 @@ def main() -> int:
                 b, h = row["base"]["median"], row["head"]["median"]
                 row["ratio_head_to_base"] = round(h / b, 3) if b and h else None
                 table[name] = row
+                table[f"machine probe before each run (ms), {name.split()[0]}"] = {
+                    side: summary(v) for side, v in probed.items()
+                }
                 if any(widths.values()):
                     table["interval half-width (%), first backup wall"] = {
                         side: summary(v) for side, v in widths.items()
