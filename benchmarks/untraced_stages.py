@@ -13,9 +13,10 @@ inside. From the run directory:
 * the files' modification times: ``results.json``, ``report.pdf`` and the archive;
 * and the process's end, on the shell's clock.
 
-After each run, a run of busy-spin alone gives its chain with the machine to itself: with
-busy-spin's first client's start in the whole run, that is how early the whole run's last
-pass could end if every other pass and the lab's own work cost nothing.
+After each run, a run of busy-spin alone gives its chain with no other pass beside it:
+added to busy-spin's first client's start in the whole run, that is how early the whole
+run's last pass could end if every other pass and the lab's work beside the chain cost
+nothing.
 
 Beside each run, the machine's busy time (``/proc/stat``: core-seconds not idle, over the
 run's wall) says how much of its two cores the run had. Once, before the runs, ``openssl
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -68,7 +70,7 @@ def busy_core_seconds() -> float:
     """Core-seconds this machine has not been idle since boot (``/proc/stat``)."""
     fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
     ticks = sum(fields) - fields[3] - fields[4]  # idle and iowait
-    return ticks / 100.0  # USER_HZ
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def sha256_speed() -> str:
@@ -174,11 +176,12 @@ def main() -> None:
         got = medians[key]
         print(f"{what:<82} {got['median']:.3f} {unit} ({got['min']:.3f} … {got['max']:.3f})")
     floor = medians["chain_start"]["median"] + medians["chain_alone"]["median"]
+    tail = statistics.median(r["wall"] - r["last_exit"] for r in runs)
     print(
         f"\nbusy-spin's first client at {medians['chain_start']['median']:.3f} s, plus its "
         f"chain alone ({medians['chain_alone']['median']:.3f} s): {floor:.3f} s before the "
         f"results, the reports and the archive (the whole run's tail after its last client: "
-        f"{medians['wall']['median'] - medians['last_exit']['median']:.3f} s)"
+        f"{tail:.3f} s)"
     )
     if args.json is not None:
         document = {"sha256_speed": speed, "runs": runs, "chain_alone": alone, "medians": medians}
