@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from time_to_evidence import ROOT, checkout, resolve
+from time_to_evidence import ROOT, checkout, resolve, summary
 
 CANDIDATE = ROOT / "tests" / "assets" / "candidates" / "alt-client"
 #: the first command of a pass: its network namespace
@@ -72,10 +71,6 @@ def evaluate(tree: Path, out: Path, rounds: int) -> dict[str, float]:
         "build_to_first_pass_s": round(first - (build["started_at"] + build["duration_s"]), 3),
         "start_to_first_pass_s": round(first - epoch, 3),
     }
-
-
-def summary(values: list[float]) -> dict[str, float]:
-    return {"median": round(statistics.median(values), 3), "min": min(values), "max": max(values)}
 
 
 def main() -> int:

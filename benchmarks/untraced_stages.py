@@ -42,7 +42,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from time_to_evidence import ROOT, summary
+
 RUN = ["run", "--all", "--collector", "none", "--packets", "off"]
 #: the scenario whose two invocations run one after the other and spin for 0.3 s each
 CHAIN = "busy-spin"
@@ -137,10 +139,6 @@ def stages(run_dir: Path, start: float, end: float) -> dict[str, float]:
         "exit": end - archive,
         "wall": end - start,
     }
-
-
-def summary(values: list[float]) -> dict[str, float]:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
 def main() -> None:
