@@ -256,9 +256,8 @@ def _scan_member(
     data = tar.extractfile(info)
     if data is None:  # pragma: no cover - regular files always have data
         return True
-    asked = info.name.partition("/")[2]
-    asked = asked if asked in read and asked not in scan.read else ""
-    asked = asked if info.size <= limits.max_read_size else ""
+    inside = info.name.partition("/")[2]  # the name under the top directory
+    asked = inside in read and inside not in scan.read and info.size <= limits.max_read_size
     digest = hashlib.sha256()
     kept: list[bytes] = []
     while chunk := data.read(CHUNK):
@@ -267,7 +266,7 @@ def _scan_member(
             kept.append(chunk)
     member.digest = digest.hexdigest()
     if asked:
-        scan.read[asked] = b"".join(kept)
+        scan.read[inside] = b"".join(kept)
     if keep is not None and keep not in scan.metadata:  # a duplicate is refused by name
         scan.metadata_total += info.size
         if scan.metadata_total > limits.max_metadata_total:
