@@ -77,43 +77,19 @@ def warm_imports() -> None:
 
 @dataclass
 class Job:
-    """One PDF being drawn (its results.json checked first when it was sent with its
-    bytes); ``wait()`` returns once ``out`` is written."""
+    """One PDF being drawn; ``wait()`` returns once ``out`` is written."""
 
     drawer: Drawer | None
     run: RunResult
     out: Path
     files: list[ArchivedFile] | None
     timeline: Path | None
-    #: the drawer has the job and owes an answer for it
     sent: bool
-    #: the drawer was sent results.json's bytes and owes the check's answer first
-    checking: bool = False
-
-    def checked(self) -> bool:
-        """Whether the drawer found results.json valid (True). A LabError it met (the
-        SchemaError naming the failing path) is raised here as the same kind with the same
-        sentence, and nothing is drawn. False: the drawer could not say (it is gone, or its
-        check failed as a bug), so the caller validates results.json itself, and ``wait``
-        draws the PDF here."""
-        if not self.checking or self.drawer is None:
-            return False
-        self.checking = False
-        answer = self.drawer.answer(DRAW_TIMEOUT_S)
-        if answer is None:
-            return True
-        self.sent = False  # the drawer draws nothing after a check it did not pass
-        if answer[0] == "lab":
-            _, name, text = answer
-            raise _lab_error(name)(text)
-        return False
 
     def wait(self) -> None:
         """Return once the PDF is written; a LabError the drawer met (a font missing, say)
         is raised here as the same kind with the same sentence. Anything else (a drawer
         gone, a bug) draws it again here, where an error is raised as itself."""
-        if self.checking:
-            self.checked()  # a check it did not pass leaves nothing for the drawer to draw
         if self.drawer is not None and self.sent:
             answer = self.drawer.answer(DRAW_TIMEOUT_S)
             if answer is None:
@@ -124,14 +100,9 @@ class Job:
         drawer_side.draw_here(self.run, self.out, files=self.files, timeline=self.timeline)
 
     def discard(self) -> None:
-        """Return once the drawer is done with this job, whatever its answers, drawing
+        """Return once the drawer is done with this job, whatever its answer, drawing
         nothing here (the caller removes the PDF: its results were refused)."""
-        if self.drawer is not None and self.checking:
-            self.checking = False
-            if self.drawer.answer(DRAW_TIMEOUT_S) is not None:
-                self.sent = False  # refused or failed: the drawer draws nothing
         if self.drawer is not None and self.sent:
-            self.sent = False
             self.drawer.answer(DRAW_TIMEOUT_S)
 
 
@@ -177,23 +148,15 @@ class Drawer:
         self._lock = threading.Lock()
 
     def draw(
-        self,
-        run: RunResult,
-        out: Path,
-        *,
-        files: list[ArchivedFile] | None,
-        timeline: Path | None,
-        check: bytes | None = None,
+        self, run: RunResult, out: Path, *, files: list[ArchivedFile] | None, timeline: Path | None
     ) -> Job:
         """Hand the drawer one PDF; a drawer that cannot take it leaves the job to ``wait``,
-        which then draws it here. ``check``: results.json's bytes, which the drawer checks
-        against the schema before it draws (``Job.checked`` says what it found)."""
+        which then draws it here."""
         job = {
             "result": run.to_dict(),
             "out": str(out),
             "files": None if files is None else [f.__dict__ for f in files],
             "timeline": None if timeline is None else str(timeline),
-            **({} if check is None else {"check": check}),
         }
         with self._lock:
             try:
@@ -201,7 +164,7 @@ class Drawer:
                 sent = True
             except (OSError, ValueError):
                 sent = False
-        return Job(self, run, out, files, timeline, sent, checking=sent and check is not None)
+        return Job(self, run, out, files, timeline, sent)
 
     def answer(self, timeout: float) -> tuple[str, str, str] | None:
         """The drawer's answer: None (drawn), or (kind, error class, sentence), kind "lab",

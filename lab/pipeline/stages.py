@@ -36,19 +36,14 @@ from lab.run.plan import Plan
 from lab.run.runner import Runner
 from lab.run.timeline import read_time_base
 from lab.run.tool_facts import observer_detail
-from lab.schemas import (
-    RESULTS_SCHEMA_FILE,
-    schema_bytes,
-    validate_results,
-    validate_results_bytes,
-)
+from lab.schemas import RESULTS_SCHEMA_FILE, schema_bytes, validate_results
 from lab.workloads import workload
 
 if TYPE_CHECKING:
     from lab.evidence.archive import ArchiveInfo
     from lab.evidence.packing import Packer
     from lab.evidence.signing import Signer
-    from lab.pipeline.drawing import Drawer, Job
+    from lab.pipeline.drawing import Drawer
     from lab.reports import ArchivedFile
 
 #: the directory holding the lab package (a checkout, or site-packages when installed)
@@ -235,34 +230,25 @@ def report(
 ) -> None:
     """Report: ``results.json`` (validated), ``report.md``, ``report.pdf`` and ``report.html``.
     With a ``drawer`` the PDF is drawn in its process while this one writes the others."""
+    from lab.pipeline.drawing import Job
     from lab.reports.drawer import draw_here
     from lab.reports.html import render_html
     from lab.reports.markdown import render_markdown
     from lab.reports.swimlanes import timeline_rows
 
-    # the PDF is handed to the drawer with results.json's bytes, which it checks against
-    # the schema before it draws (its validator was made while it warmed up, so neither
-    # jsonschema's import, ~60 ms, nor the check runs on this thread after the last pass);
-    # results.json and the reports are written only once valid, and an invalid one leaves
-    # no PDF either. Without a drawer, or one that cannot say, the check runs here.
-    _, written = results_files(result)
+    # the PDF is handed to the drawer before results.json is validated (the validator's
+    # import and walk, ~70 ms, then run beside the drawing); results.json is written only
+    # once valid, and an invalid one leaves no PDF either
+    document, written = results_files(result)
     files = archived_files(run_dir, pending=written)
     timeline = run_dir / "timeline.jsonl"
     say("Drawing the PDF report…")
     pdf = run_dir / "report.pdf"
     job: Job | None = None
     if drawer is not None:
-        job = drawer.draw(
-            result, pdf, files=files, timeline=timeline, check=written["results.json"]
-        )
+        job = drawer.draw(result, pdf, files=files, timeline=timeline)
     try:
-        try:  # drawn meanwhile
-            markdown = render_markdown(result, files=files)
-            html = render_html(result, files=files, timeline=timeline_rows(timeline))
-        except Exception:
-            _check_results(job, written["results.json"])  # a refused document is the cause
-            raise
-        _check_results(job, written["results.json"])
+        validate_results(document)
     except SchemaError:
         if job is not None:
             job.discard()  # the drawer is done with it before its PDF is removed
@@ -270,7 +256,9 @@ def report(
         raise
     for name, data in written.items():
         (run_dir / name).write_bytes(data)
-    (run_dir / "report.md").write_text(markdown, encoding="utf-8")
+    (run_dir / "report.md").write_text(render_markdown(result, files=files), encoding="utf-8")
+    rows = timeline_rows(timeline)
+    html = render_html(result, files=files, timeline=rows)
     (run_dir / "report.html").write_text(html, encoding="utf-8")
     if meanwhile is not None:
         meanwhile()
@@ -278,13 +266,6 @@ def report(
         job.wait()
     else:
         draw_here(result, pdf, files=files, timeline=timeline)
-
-
-def _check_results(job: Job | None, data: bytes) -> None:
-    """results.json's bytes against the schema: the drawer's answer, or checked here when
-    there is no drawer or it could not say; SchemaError when refused."""
-    if job is None or not job.checked():
-        validate_results_bytes(data)
 
 
 def seal(

@@ -1,7 +1,6 @@
 """The PDF drawer's own side: the process that draws ``report.pdf`` while the lab finishes
 everything else (``lab.pipeline.drawing`` is the lab's side). It warms up (reportlab, the
-fonts, results.json's validator), then takes each job it is sent until its pipe closes: it
-checks the job's results.json against its schema when the job carries its bytes, then draws.
+fonts), then draws each job it is sent until its pipe closes.
 
 The drawer is either started by ``lab._start`` as a process of its own before the lab's
 modules are imported (``python -m lab run``, ``lab evaluate``: it imports only the results
@@ -18,29 +17,23 @@ from __future__ import annotations
 import contextlib
 import multiprocessing.connection
 import signal
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from lab.errors import LabError
 from lab.model import RunResult
 from lab.reports import ArchivedFile
-from lab.schemas import validate_results_bytes
 
 
 def warm() -> None:
     """What every drawing needs first: reportlab and the fonts (the slow part, done once),
-    the renderer reportlab imports when it draws the first chart, and results.json's
-    validator (jsonschema's import, about 60 ms, made here rather than on the lab's main
-    thread after its last pass)."""
+    and the renderer reportlab imports when it draws the first chart."""
     import reportlab.graphics.renderPDF  # noqa: F401 - imported to be ready
 
     from lab.reports import fonts
     from lab.reports.pdf import render_pdf  # noqa: F401 - imported to be ready
-    from lab.schemas import results_validator
 
     fonts.register()
-    results_validator()
 
 
 def serve(conn: multiprocessing.connection.Connection) -> None:
@@ -57,30 +50,13 @@ def serve(conn: multiprocessing.connection.Connection) -> None:
             job = conn.recv()
         except (EOFError, OSError):
             return
-        # results.json's bytes, checked against its schema before the PDF is drawn: a
-        # refusal (or a failure to check) is answered and nothing is drawn
-        check = job.pop("check", None)
-        if check is not None and not _answered(conn, validate_results_bytes, check):
-            continue
-        _answered(conn, draw, **job)
-
-
-def _answered(
-    conn: multiprocessing.connection.Connection, step: Callable[..., None], *args: Any, **kw: Any
-) -> bool:
-    """Run one step of a job and send the lab its answer: None when it went through, else
-    ("lab", error class, sentence) for a LabError, ("bug", class, sentence) for anything
-    else (the lab then takes the step itself, where the error is raised as itself)."""
-    try:
-        step(*args, **kw)
-    except LabError as exc:
-        conn.send(("lab", type(exc).__name__, str(exc)))
-        return False
-    except Exception as exc:
-        conn.send(("bug", type(exc).__name__, str(exc)))
-        return False
-    conn.send(None)
-    return True
+        try:
+            draw(**job)
+            conn.send(None)
+        except LabError as exc:
+            conn.send(("lab", type(exc).__name__, str(exc)))
+        except Exception as exc:  # the lab draws it again, and raises it there as itself
+            conn.send(("bug", type(exc).__name__, str(exc)))
 
 
 def serve_fd(fd: int) -> None:

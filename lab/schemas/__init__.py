@@ -2,7 +2,6 @@
 scenario files it reads (validated after the loader's own checks).
 
 validate_results(run.to_dict())                        # SchemaError naming the failing path
-validate_results_bytes(text)                           # the same, of results.json's bytes
 validate_document(summary, "run-summary")              # the --json outputs of run, evaluate
 validate_scenario(data, Path("scenarios/x.yaml"))      # ScenarioError naming the file and key
 validate_campaign_task(data, Path("campaigns/speedup.yaml"))   # CampaignError, the same way
@@ -47,36 +46,21 @@ def scenario_schema() -> dict[str, Any]:
     return _schema("scenario.schema.json")
 
 
-@cache
-def results_validator() -> jsonschema.protocols.Validator:
-    """results.json's validator, made once a process (the PDF's drawer makes it while it
-    warms up: ``lab.reports.drawer.warm``)."""
+def validate_results(document: dict[str, Any]) -> None:
     # imported here: jsonschema (with referencing, rpds, attrs) takes ~50 ms to import, and
     # the passes of a run start before anything is validated but its input files
     import jsonschema
 
-    validator: jsonschema.protocols.Validator = jsonschema.Draft202012Validator(
+    validator = jsonschema.Draft202012Validator(
         results_schema(), format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
     )
-    return validator
-
-
-def validate_results(document: dict[str, Any]) -> None:
-    import jsonschema
-
-    error = jsonschema.exceptions.best_match(results_validator().iter_errors(document))
+    error = jsonschema.exceptions.best_match(validator.iter_errors(document))
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
         raise SchemaError(
             f"results.json does not match lab/schemas/results.schema.json at '{where}': "
             f"{error.message}; this is a bug in the lab, please report it."
         )
-
-
-def validate_results_bytes(data: bytes) -> None:
-    """:func:`validate_results` of the document these bytes of results.json hold: what is
-    checked is what will be written."""
-    validate_results(json.loads(data))
 
 
 #: the ``--json`` documents with a schema here (``<name>.schema.json``)
