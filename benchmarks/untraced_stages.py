@@ -87,22 +87,44 @@ def sha256_speed() -> str:
     return last[0]
 
 
-def one_run(out: Path, argv: list[str] = RUN) -> dict[str, float]:
-    """One ``lab`` run under ``out`` from the shell's clock, and its stages."""
+def one_run(out: Path, argv: list[str] = RUN, tree: Path = ROOT) -> dict[str, float]:
+    """One ``lab`` run of the checkout ``tree`` under ``out`` from the shell's clock, and
+    its stages."""
     before = {p.name for p in out.glob("run-*")}
     busy0, start = busy_core_seconds(), time.time()
     done = subprocess.run(
         [sys.executable, "-m", "lab", *argv, "--out", str(out)],
-        cwd=ROOT,
+        cwd=tree,
         capture_output=True,
         text=True,
         check=False,
     )
     end, busy1 = time.time(), busy_core_seconds()
+    made = [p for p in out.glob("run-*") if p.is_dir() and p.name not in before]
     if done.returncode != 0:
-        raise SystemExit(f"lab {' '.join(argv)} ended {done.returncode}: {done.stderr[-600:]}")
-    (run_dir,) = [p for p in out.glob("run-*") if p.is_dir() and p.name not in before]
-    return {**stages(run_dir, start, end), "busy": busy1 - busy0}
+        said = (done.stderr.strip() or done.stdout.strip())[-600:]
+        if made and (made[0] / "results.json").is_file():  # the run's own words on why
+            said = "; ".join(not_met(json.loads((made[0] / "results.json").read_text())))
+        raise SystemExit(f"lab {' '.join(argv)} in {tree} ended {done.returncode}: {said}")
+    (run_dir,) = made
+    results = json.loads((run_dir / "results.json").read_text())
+    return {
+        **stages(run_dir, start, end),
+        "busy": busy1 - busy0,
+        # expectations the run did not meet (a measured run is a calibrated one: 0)
+        "not_met": float(results["calibration"].get("not_met", 0)),
+    }
+
+
+def not_met(results: dict[str, Any]) -> list[str]:
+    """Each expectation a run's ``results.json`` says was not met, in a few words."""
+    return [
+        f"{s['name']}: {f['observer']} {f['key']} expected {f['expected']}, "
+        f"observed {f['observed']}"
+        for s in results["scenarios"]
+        for f in s["findings"]
+        if f.get("met") is False
+    ] or ["no expectation not met"]
 
 
 def stages(run_dir: Path, start: float, end: float) -> dict[str, float]:
