@@ -18,8 +18,8 @@ measures what each would buy, rather than estimating it from CPU totals:
 
 Each variant is a detached worktree of ``--rev`` with the named edits applied as text (an
 edit whose text is not found stops the benchmark: the variant would not be what it says),
-its client built and its modules byte-compiled. Every measured run must be calibrated (no
-expectation not met), or the benchmark stops.
+its client built and its modules byte-compiled. Every measured run must be calibrated: one
+that misses an expectation ends 1, and the benchmark stops, naming what was missed.
 
     python benchmarks/untraced_less.py --rounds 12 --json benchmarks/untraced-less.json
 
@@ -115,8 +115,6 @@ def main() -> None:
                     out.mkdir(exist_ok=True)
                     got = one_run(out, tree=trees[name])
                     got["tail"] = got["wall"] - got["last_exit"]
-                    if got["not_met"]:
-                        raise SystemExit(f"{name}: {got['not_met']:.0f} expectation(s) not met")
                     if index >= 0:
                         runs[name].append(got)
                         print(f"round {index + 1:2d}  {name:<26} {got['wall']:.3f} s", flush=True)
