@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from time_to_evidence import ROOT, checkout, resolve, summary
+from time_to_evidence import ROOT, checkout, remove_checkout, resolve, summary
 
 CANDIDATE = ROOT / "tests" / "assets" / "candidates" / "alt-client"
 #: the first command of a pass: its network namespace
@@ -95,8 +95,7 @@ def main() -> int:
                     print(f"pair {pair} {name} {sides[name]}: {run}", flush=True)
         finally:
             for tree in trees.values():
-                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
-                                str(tree)], capture_output=True)  # fmt: skip
+                remove_checkout(tree)
     table: dict[str, Any] = {"base": sides["base"], "head": sides["head"], "pairs": args.pairs,
                              "timing_rounds": args.rounds, "runs": runs}  # fmt: skip
     print(f"\nbase {sides['base']}, head {sides['head']}, {args.pairs} pairs")

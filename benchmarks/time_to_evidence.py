@@ -49,6 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -130,13 +131,16 @@ def table_lines(table: dict[str, Any]) -> list[str]:
     return lines
 
 
-def checkout(rev: str, into: Path) -> Path:
-    """A detached worktree of ``rev`` with its client built and its modules byte-compiled."""
+def checkout(rev: str, into: Path, edit: Callable[[Path], None] | None = None) -> Path:
+    """A detached worktree of ``rev`` with its client built and its modules byte-compiled;
+    ``edit``: what to change in the worktree first (a variant of ``rev``)."""
     subprocess.run(
         ["git", "-C", str(ROOT), "worktree", "add", "--detach", "-f", str(into), rev],
         check=True,
         capture_output=True,
     )
+    if edit is not None:
+        edit(into)
     subprocess.run(["make", "-s", "-C", str(into / "native")], check=True, capture_output=True)
     subprocess.run(
         [sys.executable, "-m", "compileall", "-q", str(into / "lab")],
@@ -144,6 +148,15 @@ def checkout(rev: str, into: Path) -> Path:
         capture_output=True,
     )
     return into
+
+
+def remove_checkout(tree: Path) -> None:
+    """Remove a worktree :func:`checkout` made (whatever state it is in)."""
+    subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
+        check=False,
+        capture_output=True,
+    )
 
 
 def hanging_client(tree: Path, out: Path) -> Path:
@@ -381,10 +394,7 @@ def main() -> int:
                     }
         finally:
             for tree in trees.values():
-                subprocess.run(
-                    ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
-                    capture_output=True,
-                )
+                remove_checkout(tree)
 
     print()
     print("\n".join(table_lines(table)))

@@ -31,13 +31,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from time_to_evidence import ROOT, checkout, resolve, summary
+from time_to_evidence import checkout, remove_checkout, resolve, summary
 from untraced_stages import one_run, sha256_speed
 
 #: the drawer's side: no warm-up, and an empty report.pdf for every job
@@ -93,19 +92,14 @@ def main() -> None:
     args = parser.parse_args()
     rev = resolve(args.rev)
     speed = sha256_speed()
-    print(f"{rev[:7]}; openssl speed -evp sha256 (bytes per second, by block size):\n  {speed}")
+    print(f"{rev}; openssl speed -evp sha256 (bytes per second, by block size):\n  {speed}")
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in VARIANTS}
     with tempfile.TemporaryDirectory(prefix="untraced-less-") as scratch:
         trees: dict[str, Path] = {}
         try:
             for number, (name, edits) in enumerate(VARIANTS.items()):
-                trees[name] = checkout(rev, Path(scratch) / f"tree{number}")
-                edit(trees[name], edits)
-                subprocess.run(  # the edited modules too, as every checkout's
-                    [sys.executable, "-m", "compileall", "-q", str(trees[name] / "lab")],
-                    check=True,
-                    capture_output=True,
-                )
+                into = Path(scratch) / f"tree{number}"
+                trees[name] = checkout(rev, into, lambda tree, e=edits: edit(tree, e))
             names = list(VARIANTS)
             for index in range(-args.warmup, args.rounds):
                 # each round starts with the next variant, so that none is always first
@@ -120,11 +114,7 @@ def main() -> None:
                         print(f"round {index + 1:2d}  {name:<26} {got['wall']:.3f} s", flush=True)
         finally:
             for tree in trees.values():
-                subprocess.run(
-                    ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
-                    check=False,
-                    capture_output=True,
-                )
+                remove_checkout(tree)
     shipped = runs["as shipped"]
     table = {}
     for name, got in runs.items():
